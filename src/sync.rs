@@ -36,14 +36,15 @@ pub(crate) fn yield_now() {
 
 /// Monotonic nanoseconds since an arbitrary process-wide origin.
 ///
-/// Only slow paths read it (deadlines for spinning, stealing and the CNA flush). Under loom it is
-/// constant 0, so a model chooses a threshold of 0 ("always expired") or `u64::MAX` ("never") and
-/// stays deterministic.
+/// Only slow paths read it (deadlines for spinning, stealing and the CNA flush). Under loom it is a
+/// counter that advances by a step the model chooses ([`loom_clock`]), reset by every model run:
+/// step 0 means time stands still (nothing expires), a huge step means every deadline expires at
+/// the next reading. Either way the model stays deterministic.
 #[inline]
 pub(crate) fn now_ns() -> u64 {
     #[cfg(loom)]
     {
-        0
+        loom_clock::read()
     }
     #[cfg(not(loom))]
     {
@@ -53,5 +54,25 @@ pub(crate) fn now_ns() -> u64 {
         let origin = *ORIGIN.get_or_init(Instant::now);
         // Saturates after 584 years of uptime.
         u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_clock {
+    //! The clock seen by loom models (see [`super::now_ns`]).
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    static STEP: AtomicU64 = AtomicU64::new(0);
+
+    /// Restarts the clock at 0; each later reading advances it by `step` nanoseconds.
+    pub fn reset(step: u64) {
+        NOW.store(0, Relaxed);
+        STEP.store(step, Relaxed);
+    }
+
+    pub(crate) fn read() -> u64 {
+        NOW.fetch_add(STEP.load(Relaxed), Relaxed)
     }
 }

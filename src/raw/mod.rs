@@ -1,49 +1,337 @@
-//! The raw locks. PLACEHOLDER while the queue-lock core is written: a test-and-set lock that yields.
-use lock_api::GuardSend;
-use std::sync::atomic::{AtomicBool, Ordering};
+//! The raw locks, and the queue-lock core they share.
+//!
+//! Every lock here has the qspinlock shape (DESIGN §1): a 32-bit **lock word** ([`LockWord`],
+//! the futex word the queue head waits on) plus one or more **queues of waiters** built from
+//! per-thread [`QNode`]s named by 32-bit indices. The locks differ only in how they queue and
+//! in whom the queue head passes headship to; the lock word, waiting, parking, stealing and
+//! unlocking are shared and live in this module.
+//!
+//! - [`RawMcs`]: one FIFO queue.
+//! - [`RawCna`]: one queue, reordered by the head into a local main queue and a remote secondary
+//!   queue.
+//! - [`RawHq`]: one queue per NUMA node plus a FIFO of nodes.
 
-macro_rules! placeholder {
-    ($name:ident) => {
-        /// Placeholder raw lock.
-        pub struct $name(AtomicBool);
-        impl $name {
-            /// An unlocked lock.
-            pub const fn new() -> Self {
-                Self(AtomicBool::new(false))
+mod cna;
+mod hq;
+mod mcs;
+
+pub use cna::RawCna;
+pub use hq::RawHq;
+pub use mcs::RawMcs;
+
+use crate::qnode::{QNode, status};
+use crate::sync::{AtomicU32, Ordering, now_ns};
+use crate::tunables;
+use crate::wait::{self, SpinBudget};
+
+/// The lock word: a futex word holding the lock bit and the flags that coordinate the queue head
+/// with lockers and unlockers. The queue tail lives in a separate word of each lock.
+///
+/// | bits                          | meaning                                                        |
+/// |-------------------------------|----------------------------------------------------------------|
+/// | `0`                           | free; stealing allowed                                         |
+/// | `LOCKED`                      | held                                                           |
+/// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
+/// | `PARKED`                      | free; the head was asleep and an unlock is waking it (transient) |
+/// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
+/// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
+///
+/// Transitions (who performs them):
+/// - lock fast path: `0 → LOCKED` (CAS, Acquire);
+/// - steal (slow path, only while `NO_STEAL` is clear): `x → x | LOCKED` (CAS, Acquire);
+/// - queue head acquires: `x → LOCKED` when `x & LOCKED == 0` (CAS, Acquire); this clears
+///   `PARKED`, `NO_STEAL` and `FAIR`, which only the head consumes;
+/// - queue head, when it has been overtaken too long or stealing is off: `x → x | NO_STEAL`;
+/// - queue head, before sleeping: `x → x | PARKED` (only while `LOCKED`, so an unlock follows);
+/// - unlock: `x → x - LOCKED` (fetch_sub, Release), then wake if `PARKED` was set;
+/// - unlock_fair with waiters queued: `x → (x - LOCKED) | NO_STEAL | FAIR` (CAS, Release), then
+///   wake if `PARKED` was set.
+///
+/// Only the queue head ever sleeps on the lock word, and only the head clears `PARKED`: any unlock
+/// that frees the lock while `PARKED` is set issues a wake, so the head cannot sleep through a
+/// release (see `wait.rs` for why a wake cannot be lost).
+pub(crate) struct LockWord {
+    state: AtomicU32,
+}
+
+const LOCKED: u32 = 1;
+const PARKED: u32 = 2;
+const NO_STEAL: u32 = 4;
+const FAIR: u32 = 8;
+
+impl LockWord {
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        LockWord {
+            state: AtomicU32::new(0),
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        LockWord {
+            state: AtomicU32::new(0),
+        }
+    }
+
+    /// The uncontended path: one CAS `0 → LOCKED`.
+    #[inline(always)]
+    pub(crate) fn try_lock_fast(&self) -> bool {
+        // Acquire: pairs with the Release of the previous unlock.
+        self.state
+            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Takes the lock if it is free and nobody is owed it: `x → x | LOCKED` unless `x` has
+    /// `LOCKED` or `NO_STEAL`. Used by `try_lock` and by arriving threads before they queue.
+    #[inline]
+    pub(crate) fn try_steal(&self) -> bool {
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s & (LOCKED | NO_STEAL) == 0 {
+            // Acquire: pairs with the Release of the previous unlock.
+            match self.state.compare_exchange_weak(
+                s,
+                s | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => s = now,
             }
         }
-        impl Default for $name {
+        false
+    }
+
+    /// Releases the lock: `x → x - LOCKED`, and wakes the queue head if it sleeps.
+    #[inline(always)]
+    pub(crate) fn unlock(&self) {
+        let word: *const AtomicU32 = &self.state;
+        // Release: publishes the critical section to the next holder (pairs with the Acquire of
+        // every acquiring CAS). fetch_sub cannot underflow: the caller holds the lock, so LOCKED
+        // is set, and nobody else clears it.
+        let s = self.state.fetch_sub(LOCKED, Ordering::Release);
+        if s & PARKED != 0 {
+            wait::unpark(word);
+        }
+    }
+
+    /// Releases the lock for the queue head: `x → (x - LOCKED) | NO_STEAL | FAIR`, so no arrival
+    /// can steal it and the head's next handoff is fair. Without waiters, a plain unlock.
+    pub(crate) fn unlock_fair(&self, has_waiters: bool) {
+        // While we hold the lock nobody can leave the queue (leaving needs the lock), so
+        // `has_waiters == true` stays true until the head takes the lock and clears the flags.
+        if !has_waiters {
+            return self.unlock();
+        }
+        let word: *const AtomicU32 = &self.state;
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            let fair = (s - LOCKED) | NO_STEAL | FAIR;
+            // Release: as in `unlock`.
+            match self.state.compare_exchange_weak(
+                s,
+                fair,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if s & PARKED != 0 {
+            wait::unpark(word);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & LOCKED != 0
+    }
+
+    /// The queue head's wait: spin, then park, until the lock is free and this thread takes it.
+    ///
+    /// Stops stealing (`NO_STEAL`) at once if stealing is off, else once this head has waited
+    /// longer than the steal bound. Returns `true` if the acquisition was requested to be fair
+    /// (`unlock_fair`), which CNA and HQ honour when they choose the next head.
+    pub(crate) fn acquire_as_head(&self) -> bool {
+        let stealing = tunables::stealing();
+        let since = if stealing { now_ns() } else { 0 };
+        let mut budget = SpinBudget::new();
+        loop {
+            let s = self.state.load(Ordering::Relaxed);
+            if s & LOCKED == 0 {
+                // (free, any flags) → LOCKED. Acquire: pairs with the unlocker's Release.
+                match self.state.compare_exchange_weak(
+                    s,
+                    LOCKED,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return s & FAIR != 0,
+                    Err(_) => continue,
+                }
+            }
+            if s & NO_STEAL == 0 && !stealing {
+                self.set_no_steal(s);
+                continue;
+            }
+            if budget.spin() {
+                continue;
+            }
+            // About to sleep: first check whether we have been overtaken for too long.
+            if s & NO_STEAL == 0 && now_ns().saturating_sub(since) >= tunables::steal_bound_ns() {
+                self.set_no_steal(s);
+                continue;
+            }
+            // (LOCKED, x) → (LOCKED, x | PARKED), then sleep while the word is unchanged.
+            wait::announce_and_park(&self.state, s, PARKED);
+            budget = SpinBudget::new();
+        }
+    }
+
+    /// `x → x | NO_STEAL` if the word still reads `x`. Relaxed: the flag only steers which
+    /// thread acquires next; the acquiring CAS carries the ordering.
+    fn set_no_steal(&self, seen: u32) {
+        let _ = self.state.compare_exchange(
+            seen,
+            seen | NO_STEAL,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Waits until this waiter is made queue head; returns the `HEAD` status with its payload.
+pub(crate) fn wait_for_head(me: &QNode) -> u32 {
+    let mut budget = SpinBudget::new();
+    loop {
+        // Acquire: pairs with the Release swap in `make_head`, so everything the previous head
+        // wrote for us (queue links, secondary queue, payload) is visible.
+        let s = me.status.load(Ordering::Acquire);
+        if s & status::HEAD != 0 {
+            return s;
+        }
+        if budget.spin() {
+            continue;
+        }
+        wait::announce_and_park(&me.status, s, status::PARKED);
+        budget = SpinBudget::new();
+    }
+}
+
+/// Makes `next` the queue head, handing it `payload`; wakes it if it sleeps.
+#[inline]
+pub(crate) fn make_head(next: &QNode, payload: u32) {
+    debug_assert!(payload <= status::PAYLOAD_MAX);
+    let word: *const AtomicU32 = &next.status;
+    // Release: pairs with the Acquire load in `wait_for_head`.
+    let old = next.status.swap(status::head_with(payload), Ordering::Release);
+    if old == status::PARKED {
+        wait::unpark(word);
+    }
+}
+
+/// Wakes a sleeping successor early, so that it is spinning by the time it becomes head
+/// (the blocking-ShflLock idea). Only the current head calls this, on its own successor, and
+/// only the same thread later makes that successor head, so `PARKED → WAITING` cannot undo a
+/// `HEAD`. Relaxed: no data is published, the waiter re-reads its status after waking.
+#[inline]
+pub(crate) fn prewake(next: &QNode) {
+    if next.status.load(Ordering::Relaxed) == status::PARKED
+        && next
+            .status
+            .compare_exchange(
+                status::PARKED,
+                status::WAITING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    {
+        wait::unpark(&next.status);
+    }
+}
+
+/// Waits for the successor of `me` to link itself (it has swapped the tail but not yet written
+/// `me.next`); returns its index.
+#[inline]
+pub(crate) fn wait_for_next(link: &AtomicU32) -> u32 {
+    // Acquire: pairs with the successor's Release store of the link; its node is initialized.
+    wait::wait_until(|| {
+        let next = link.load(Ordering::Acquire);
+        (next != 0).then_some(next)
+    })
+}
+
+/// Acquires `word` without a queue position (the thread has no queue node: see
+/// `qnode::with_node`). Correct but unfair; practically unreachable.
+#[cold]
+pub(crate) fn acquire_unqueued(word: &LockWord) {
+    while !word.try_lock_fast() && !word.try_steal() {
+        crate::sync::yield_now();
+    }
+}
+
+/// Implements `lock_api::RawMutex` and `RawMutexFair` for a raw lock that has the inherent
+/// methods `lock`, `try_lock`, `unlock`, `unlock_fair`, `is_locked` and a `const fn new`.
+macro_rules! impl_raw_mutex {
+    ($raw:ty) => {
+        #[cfg(not(loom))]
+        // SAFETY: `lock`/`try_lock` return only once this thread holds the lock exclusively
+        // (the lock word's LOCKED bit is set by this thread's acquiring CAS), and `unlock`
+        // releases it with Release ordering; the guard state is stateless (`GuardSend`) because
+        // unlocking needs no per-acquisition data (DESIGN §1).
+        unsafe impl lock_api::RawMutex for $raw {
+            #[allow(clippy::declare_interior_mutable_const)]
+            const INIT: Self = Self::new();
+            type Guard = lock_api::GuardSend;
+
+            #[inline]
+            fn lock(&self) -> lock_api::GuardSend {
+                <$raw>::lock(self);
+                lock_api::GuardSend::new()
+            }
+
+            #[inline]
+            fn try_lock(&self) -> Option<lock_api::GuardSend> {
+                <$raw>::try_lock(self).then(lock_api::GuardSend::new)
+            }
+
+            #[inline]
+            unsafe fn unlock(&self, _guard: lock_api::GuardSend) {
+                // SAFETY: the caller holds the lock (lock_api's contract for `unlock`).
+                unsafe { <$raw>::unlock(self) }
+            }
+
+            #[inline]
+            fn is_locked(&self) -> bool {
+                <$raw>::is_locked(self)
+            }
+        }
+
+        #[cfg(not(loom))]
+        // SAFETY: as for `RawMutex`; `unlock_fair` releases the lock like `unlock`.
+        unsafe impl lock_api::RawMutexFair for $raw {
+            #[inline]
+            unsafe fn unlock_fair(&self, _guard: lock_api::GuardSend) {
+                // SAFETY: the caller holds the lock (lock_api's contract for `unlock_fair`).
+                unsafe { <$raw>::unlock_fair(self) }
+            }
+        }
+
+        impl Default for $raw {
             fn default() -> Self {
                 Self::new()
             }
         }
-        unsafe impl lock_api::RawMutex for $name {
-            #[allow(clippy::declare_interior_mutable_const)]
-            const INIT: Self = Self::new();
-            type Guard = GuardSend;
-            fn lock(&self) -> GuardSend {
-                while self.0.swap(true, Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-                GuardSend::new()
-            }
-            fn try_lock(&self) -> Option<GuardSend> {
-                (!self.0.swap(true, Ordering::Acquire)).then(GuardSend::new)
-            }
-            unsafe fn unlock(&self, _: GuardSend) {
-                self.0.store(false, Ordering::Release)
-            }
-            fn is_locked(&self) -> bool {
-                self.0.load(Ordering::Relaxed)
-            }
-        }
-        unsafe impl lock_api::RawMutexFair for $name {
-            unsafe fn unlock_fair(&self, g: GuardSend) {
-                unsafe { lock_api::RawMutex::unlock(self, g) }
+
+        #[cfg(feature = "stats")]
+        impl crate::stats::HasStats for $raw {
+            fn stats(&self) -> crate::stats::LockStats {
+                self.stats.snapshot()
             }
         }
     };
 }
-placeholder!(RawMcs);
-placeholder!(RawCna);
-placeholder!(RawHq);
+pub(crate) use impl_raw_mutex;

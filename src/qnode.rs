@@ -1,0 +1,240 @@
+//! The per-thread queue node, its registry and its thread-local slot.
+//!
+//! A thread needs a queue node only while it waits inside `lock()` (see DESIGN §1), so one node
+//! per thread serves every lock it takes, however deeply nested.
+//!
+//! Nodes are named by a 32-bit **index** rather than a pointer, so that a lock word can hold a
+//! queue tail in 32 bits next to a 32-bit futex word (`RawMcs` and `RawCna` are 8 bytes). Index 0
+//! means "no node". The registry hands out indices, owns the nodes and never frees them: an index
+//! released by an exiting thread is reused by the next thread. A node's memory is therefore valid
+//! for the whole life of the process, which makes late accesses (a waker's `unpark` on a node
+//! whose owner has already left) harmless by construction.
+//!
+//! When the thread-local slot is unavailable (a lock taken in a thread-local destructor), the
+//! thread borrows a spare index for the duration of the one `lock()` call.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering, thread_local};
+
+/// A waiter's queue node. Which fields a lock uses depends on the lock; all are reset by the
+/// owner before it enqueues, and every field other than `status` is only written while the
+/// writer is the queue head (or the owner before publishing the node).
+pub(crate) struct QNode {
+    /// The futex word this waiter sleeps on; see [`status`] for the state table.
+    pub(crate) status: AtomicU32,
+    /// The next waiter in the (main, local or secondary) queue, 0 if none yet.
+    pub(crate) next: AtomicU32,
+    /// The waiter's NUMA node hint, as returned by `topology::current_node()`.
+    pub(crate) numa: AtomicU64,
+    /// CNA, valid in the head of a secondary queue: the tail of that secondary queue.
+    pub(crate) secondary_tail: AtomicU32,
+    /// CNA, valid in the head of a secondary queue: when the secondary queue was started (ns).
+    pub(crate) secondary_since: AtomicU64,
+    /// HQ: the next representative in the lock's FIFO of NUMA nodes, 0 if none yet.
+    pub(crate) fifo_next: AtomicU32,
+}
+
+/// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.
+///
+/// | value                    | meaning                                                          |
+/// |--------------------------|------------------------------------------------------------------|
+/// | `WAITING` (0)            | queued behind another waiter, spinning                           |
+/// | `PARKED`                 | queued, asleep (or about to sleep) on this word: a change must `unpark` |
+/// | `HEAD \| payload << 2`   | this waiter is now the queue head; `payload` is lock-specific    |
+///
+/// Transitions: the owner writes `WAITING` before it publishes the node; the owner sets
+/// `WAITING → PARKED` (CAS) before sleeping; the predecessor (or, for CNA and HQ, the head that
+/// passes headship) swaps in `HEAD | payload` with release ordering and unparks if it saw `PARKED`;
+/// the current head may pre-wake its successor with `PARKED → WAITING` plus an unpark. `HEAD` is
+/// never taken back. The payload (30 bits) carries a queue index or a counter, never 0 or 1
+/// confusion: `HEAD` is a bit of its own, so "go with payload 0" and "go with payload 1" differ
+/// from `WAITING` and `PARKED`.
+pub(crate) mod status {
+    /// Queued, not head.
+    pub(crate) const WAITING: u32 = 0;
+    /// Queued and sleeping (or about to) on the status word.
+    pub(crate) const PARKED: u32 = 1;
+    /// Head of the queue: may contend for the lock word.
+    pub(crate) const HEAD: u32 = 2;
+    /// Shift of the lock-specific payload that travels with `HEAD`.
+    pub(crate) const PAYLOAD_SHIFT: u32 = 2;
+    /// The largest payload.
+    pub(crate) const PAYLOAD_MAX: u32 = u32::MAX >> PAYLOAD_SHIFT;
+
+    /// The status that makes a waiter head, carrying `payload`.
+    #[inline]
+    pub(crate) const fn head_with(payload: u32) -> u32 {
+        HEAD | (payload << PAYLOAD_SHIFT)
+    }
+
+    /// The payload of a `HEAD` status.
+    #[inline]
+    pub(crate) const fn payload(status: u32) -> u32 {
+        status >> PAYLOAD_SHIFT
+    }
+}
+
+impl QNode {
+    fn new() -> Self {
+        QNode {
+            status: AtomicU32::new(status::WAITING),
+            next: AtomicU32::new(0),
+            numa: AtomicU64::new(0),
+            secondary_tail: AtomicU32::new(0),
+            secondary_since: AtomicU64::new(0),
+            fifo_next: AtomicU32::new(0),
+        }
+    }
+
+    /// Resets the fields every lock relies on before the node is published by a tail swap.
+    /// Relaxed: the publishing RMW on the tail (AcqRel) orders these stores before any other
+    /// thread can learn the node's index.
+    #[inline]
+    pub(crate) fn reset(&self, numa: u64) {
+        self.status.store(status::WAITING, Ordering::Relaxed);
+        self.next.store(0, Ordering::Relaxed);
+        self.fifo_next.store(0, Ordering::Relaxed);
+        self.numa.store(numa, Ordering::Relaxed);
+    }
+}
+
+/// The node named by `index` (which must be non-zero and come from the registry).
+///
+/// Every index a thread dereferences was obtained through an acquire load or RMW of a word that
+/// was written after the node's registration, so the registry's own publication is visible.
+#[inline]
+pub(crate) fn node(index: u32) -> &'static QNode {
+    registry::node(index)
+}
+
+/// Runs `queued` with the calling thread's node index (its own, or a borrowed spare), or
+/// `unqueued` in the one case where no node can be had (a million threads alive at once), so that
+/// `lock()` never panics: the caller then waits without a queue position.
+#[inline]
+pub(crate) fn with_node<R>(queued: impl FnOnce(u32) -> R, unqueued: impl FnOnce() -> R) -> R {
+    thread_local! {
+        static SLOT: Slot = Slot(registry::acquire());
+    }
+    match SLOT.try_with(|slot| slot.0) {
+        Ok(Some(index)) => queued(index),
+        Ok(None) => unqueued(),
+        Err(_) => {
+            // The thread-local is being destroyed: borrow a spare for this one call. The node is
+            // unreachable by others when `queued` returns (the protocols guarantee it before
+            // `lock()` returns), so it can go straight back.
+            let spare = Slot(registry::acquire());
+            match spare.0 {
+                Some(index) => queued(index),
+                None => unqueued(),
+            }
+        }
+    }
+}
+
+/// Owns one registry index (if one could be had); returns it on drop (thread exit).
+struct Slot(Option<u32>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(index) = self.0 {
+            registry::release(index);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+mod registry {
+    //! Nodes live in chunks of [`CHUNK`] that are allocated on demand and never freed. Index
+    //! `i` (1-based) lives in chunk `(i - 1) / CHUNK`. Free indices are kept in a list behind a
+    //! mutex: it is touched once per thread start and exit, never on a lock path.
+    use super::{CachePadded, QNode};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    const CHUNK: usize = 256;
+    /// 4096 chunks of 256 nodes: a million threads alive at once.
+    const CHUNKS: usize = 4096;
+
+    type Chunk = [CachePadded<QNode>; CHUNK];
+
+    static TABLE: [AtomicPtr<Chunk>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+
+    struct FreeList {
+        free: Vec<u32>,
+        /// The next index never handed out.
+        fresh: u32,
+    }
+
+    static FREE: Mutex<FreeList> = Mutex::new(FreeList {
+        free: Vec::new(),
+        fresh: 1,
+    });
+
+    /// A free index, or `None` when all `CHUNK * CHUNKS` are in use.
+    pub(super) fn acquire() -> Option<u32> {
+        let mut list = FREE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(index) = list.free.pop() {
+            return Some(index);
+        }
+        let index = list.fresh;
+        let slot = (index as usize - 1) / CHUNK;
+        if slot >= CHUNKS {
+            return None;
+        }
+        if (index as usize - 1) % CHUNK == 0 {
+            let chunk: Box<Chunk> = Box::new(std::array::from_fn(|_| CachePadded::new(QNode::new())));
+            // Release: pairs with the Acquire in `node`; the chunk's contents are initialized
+            // before any thread can see the pointer.
+            TABLE[slot].store(Box::into_raw(chunk), Ordering::Release);
+        }
+        list.fresh += 1;
+        Some(index)
+    }
+
+    pub(super) fn release(index: u32) {
+        let mut list = FREE.lock().unwrap_or_else(|e| e.into_inner());
+        list.free.push(index);
+    }
+
+    #[inline]
+    pub(super) fn node(index: u32) -> &'static QNode {
+        let i = index as usize - 1;
+        // Acquire: pairs with the Release in `acquire`.
+        let chunk = TABLE[i / CHUNK].load(Ordering::Acquire);
+        debug_assert!(!chunk.is_null());
+        // SAFETY: `index` came from `acquire`, which published the chunk before handing the index
+        // out; chunks are never freed, so the reference is valid for 'static.
+        unsafe { &(*chunk)[i % CHUNK] }
+    }
+}
+
+#[cfg(loom)]
+mod registry {
+    //! Under loom, nodes hold loom atomics, which belong to one model execution; the registry is
+    //! therefore a per-execution `lazy_static`. Nodes are leaked (a few per execution).
+    use super::{CachePadded, QNode};
+    use std::sync::Mutex;
+
+    struct Registry {
+        nodes: Mutex<Vec<&'static CachePadded<QNode>>>,
+    }
+
+    loom::lazy_static! {
+        static ref REGISTRY: Registry = Registry { nodes: Mutex::new(Vec::new()) };
+    }
+
+    pub(super) fn acquire() -> Option<u32> {
+        let mut nodes = REGISTRY.nodes.lock().unwrap();
+        nodes.push(Box::leak(Box::new(CachePadded::new(QNode::new()))));
+        Some(nodes.len() as u32)
+    }
+
+    /// Indices are not reused under loom: the main thread's slot is dropped after the
+    /// execution's lazy statics are gone, and each execution starts a fresh registry anyway.
+    pub(super) fn release(_index: u32) {}
+
+    pub(super) fn node(index: u32) -> &'static QNode {
+        REGISTRY.nodes.lock().unwrap()[index as usize - 1]
+    }
+}

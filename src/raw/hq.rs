@@ -1,0 +1,2 @@
+//! PLACEHOLDER
+pub use super::mcs::RawMcs as RawHq;

@@ -1,0 +1,193 @@
+//! Process-wide tunables of the locks, with documented defaults and validated setters.
+//!
+//! The locks are one or two machine words, so the tunables are global rather than per lock.
+//! They are read with relaxed loads on slow paths only; a change takes effect for waits that
+//! start after it. Every setter checks its argument and returns a [`TunableError`] naming the
+//! value and the allowed range; nothing is changed on error.
+//!
+//! ```
+//! use std::time::Duration;
+//! use numa_locks::tunables;
+//!
+//! tunables::set_spin_time(Duration::from_micros(20)).unwrap();
+//! assert_eq!(tunables::spin_time(), Duration::from_micros(20));
+//!
+//! let err = tunables::set_hq_local_handoffs(0).unwrap_err();
+//! assert!(err.to_string().contains("0"));
+//! # tunables::reset_defaults();
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Default time a waiter spins before it parks: 5 µs, about the cost of a futex sleep and wake,
+/// so spinning longer rarely pays and shorter parks threads that were about to get the lock.
+pub const DEFAULT_SPIN_TIME: Duration = Duration::from_micros(5);
+/// Default for stealing: on. An arriving thread may take a free lock before queueing.
+pub const DEFAULT_STEALING: bool = true;
+/// Default time the queue head tolerates being overtaken by stealers before it forbids
+/// stealing: 1 ms (parking_lot's eventual-fairness timeout is 0.5 ms on average).
+pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
+/// Default age at which the CNA secondary queue is flushed back to the main queue: 1 ms, the
+/// value of the kernel's `numa_spinlock_threshold_ns`.
+pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_millis(1);
+/// Default number of consecutive handoffs HQ keeps within one NUMA node: 1000.
+pub const DEFAULT_HQ_LOCAL_HANDOFFS: u64 = 1000;
+
+const MAX_SPIN_TIME: Duration = Duration::from_secs(1);
+const MIN_BOUND: Duration = Duration::from_micros(1);
+const MAX_BOUND: Duration = Duration::from_secs(10);
+const MAX_HQ_LOCAL_HANDOFFS: u64 = 1 << 24;
+
+static SPIN_NS: AtomicU64 = AtomicU64::new(DEFAULT_SPIN_TIME.as_nanos() as u64);
+static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
+static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
+static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
+static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
+
+/// A rejected tunable value: which tunable, the value given, and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TunableError {
+    /// The tunable's name, e.g. `"spin_time"`.
+    pub name: &'static str,
+    /// The rejected value as text.
+    pub value: String,
+    /// The allowed values as text.
+    pub allowed: &'static str,
+}
+
+impl fmt::Display for TunableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid {} {}: allowed {}",
+            self.name, self.value, self.allowed
+        )
+    }
+}
+
+impl std::error::Error for TunableError {}
+
+fn check_duration(
+    name: &'static str,
+    value: Duration,
+    min: Duration,
+    max: Duration,
+    allowed: &'static str,
+) -> Result<u64, TunableError> {
+    if value < min || value > max {
+        return Err(TunableError {
+            name,
+            value: format!("{value:?}"),
+            allowed,
+        });
+    }
+    // In range, so at most 10 s: fits in u64 nanoseconds.
+    Ok(value.as_nanos() as u64)
+}
+
+/// Sets how long a waiter spins before it parks (default [`DEFAULT_SPIN_TIME`]).
+/// Allowed: 0 (park at once) to 1 s.
+pub fn set_spin_time(value: Duration) -> Result<(), TunableError> {
+    let ns = check_duration(
+        "spin_time",
+        value,
+        Duration::ZERO,
+        MAX_SPIN_TIME,
+        "0 to 1s",
+    )?;
+    SPIN_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// How long a waiter spins before it parks.
+pub fn spin_time() -> Duration {
+    Duration::from_nanos(SPIN_NS.load(Relaxed))
+}
+
+/// Turns stealing on or off (default [`DEFAULT_STEALING`]).
+///
+/// With stealing off, a thread that finds waiters queued joins the queue instead of taking a
+/// free lock, so the lock passes strictly in queue order (up to races with threads arriving at
+/// the same moment). Always valid; returns `Result` like every setter.
+pub fn set_stealing(enabled: bool) -> Result<(), TunableError> {
+    STEALING.store(enabled, Relaxed);
+    Ok(())
+}
+
+/// Whether an arriving thread may take a free lock before queueing.
+pub fn stealing() -> bool {
+    STEALING.load(Relaxed)
+}
+
+/// Sets how long the queue head may be overtaken by stealers before stealing stops until it
+/// has the lock (default [`DEFAULT_STEAL_BOUND`]). Allowed: 1 µs to 10 s.
+pub fn set_steal_bound(value: Duration) -> Result<(), TunableError> {
+    let ns = check_duration("steal_bound", value, MIN_BOUND, MAX_BOUND, "1us to 10s")?;
+    STEAL_BOUND_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// How long the queue head may be overtaken by stealers.
+pub fn steal_bound() -> Duration {
+    Duration::from_nanos(STEAL_BOUND_NS.load(Relaxed))
+}
+
+/// Sets the age at which the CNA secondary queue is flushed to the front of the main queue
+/// (default [`DEFAULT_CNA_FLUSH_THRESHOLD`]). Allowed: 1 µs to 10 s.
+pub fn set_cna_flush_threshold(value: Duration) -> Result<(), TunableError> {
+    let ns = check_duration(
+        "cna_flush_threshold",
+        value,
+        MIN_BOUND,
+        MAX_BOUND,
+        "1us to 10s",
+    )?;
+    CNA_FLUSH_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// The age at which the CNA secondary queue is flushed.
+pub fn cna_flush_threshold() -> Duration {
+    Duration::from_nanos(CNA_FLUSH_NS.load(Relaxed))
+}
+
+/// Sets how many consecutive handoffs HQ keeps within one NUMA node before it moves the lock
+/// to the next node (default [`DEFAULT_HQ_LOCAL_HANDOFFS`]). Allowed: 1 to 16777216.
+pub fn set_hq_local_handoffs(value: u64) -> Result<(), TunableError> {
+    if value == 0 || value > MAX_HQ_LOCAL_HANDOFFS {
+        return Err(TunableError {
+            name: "hq_local_handoffs",
+            value: value.to_string(),
+            allowed: "1 to 16777216",
+        });
+    }
+    HQ_LOCAL_HANDOFFS.store(value, Relaxed);
+    Ok(())
+}
+
+/// How many consecutive handoffs HQ keeps within one NUMA node.
+pub fn hq_local_handoffs() -> u64 {
+    HQ_LOCAL_HANDOFFS.load(Relaxed)
+}
+
+/// Restores every tunable to its default.
+pub fn reset_defaults() {
+    SPIN_NS.store(DEFAULT_SPIN_TIME.as_nanos() as u64, Relaxed);
+    STEALING.store(DEFAULT_STEALING, Relaxed);
+    STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
+    CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
+    HQ_LOCAL_HANDOFFS.store(DEFAULT_HQ_LOCAL_HANDOFFS, Relaxed);
+}
+
+// Crate-internal readers in the units the slow paths use.
+pub(crate) fn spin_ns() -> u64 {
+    SPIN_NS.load(Relaxed)
+}
+pub(crate) fn steal_bound_ns() -> u64 {
+    STEAL_BOUND_NS.load(Relaxed)
+}
+pub(crate) fn cna_flush_ns() -> u64 {
+    CNA_FLUSH_NS.load(Relaxed)
+}
