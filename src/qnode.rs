@@ -149,8 +149,8 @@ mod registry {
     //! `i` (1-based) lives in chunk `(i - 1) / CHUNK`. Free indices are kept in a list behind a
     //! mutex: it is touched once per thread start and exit, never on a lock path.
     use super::{CachePadded, QNode};
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::cell::UnsafeCell;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
     const CHUNK: usize = 256;
     /// 4096 chunks of 256 nodes: a million threads alive at once.
@@ -166,14 +166,52 @@ mod registry {
         fresh: u32,
     }
 
-    static FREE: Mutex<FreeList> = Mutex::new(FreeList {
-        free: Vec::new(),
-        fresh: 1,
-    });
+    /// The free list, behind a small test-and-set lock of our own rather than `std::sync::Mutex`:
+    /// it is taken once per thread start and exit, never on a lock path, and being made of
+    /// atomics compiled with the crate it is visible to ThreadSanitizer (std is not rebuilt with
+    /// the sanitizer, so TSan cannot see std's mutex synchronize).
+    struct FreeListLock {
+        busy: AtomicBool,
+        list: UnsafeCell<FreeList>,
+    }
+
+    // SAFETY: `list` is only accessed through `with_list`, under `busy`.
+    unsafe impl Sync for FreeListLock {}
+
+    static FREE: FreeListLock = FreeListLock {
+        busy: AtomicBool::new(false),
+        list: UnsafeCell::new(FreeList {
+            free: Vec::new(),
+            fresh: 1,
+        }),
+    };
+
+    fn with_list<R>(f: impl FnOnce(&mut FreeList) -> R) -> R {
+        // Acquire/Release: the list's contents pass from one holder to the next.
+        while FREE
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+        struct Release;
+        impl Drop for Release {
+            fn drop(&mut self) {
+                FREE.busy.store(false, Ordering::Release);
+            }
+        }
+        let _release = Release;
+        // SAFETY: `busy` is held, so this is the only reference to the list.
+        f(unsafe { &mut *FREE.list.get() })
+    }
 
     /// A free index, or `None` when all `CHUNK * CHUNKS` are in use.
     pub(super) fn acquire() -> Option<u32> {
-        let mut list = FREE.lock().unwrap_or_else(|e| e.into_inner());
+        with_list(acquire_locked)
+    }
+
+    fn acquire_locked(list: &mut FreeList) -> Option<u32> {
         if let Some(index) = list.free.pop() {
             return Some(index);
         }
@@ -193,8 +231,7 @@ mod registry {
     }
 
     pub(super) fn release(index: u32) {
-        let mut list = FREE.lock().unwrap_or_else(|e| e.into_inner());
-        list.free.push(index);
+        with_list(|list| list.free.push(index));
     }
 
     #[inline]

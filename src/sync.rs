@@ -5,9 +5,9 @@
 //! crate mentions `cfg(loom)` unless it must (constructors cannot be `const` under loom).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(loom)]
 pub(crate) use loom::thread_local;

@@ -9,8 +9,23 @@
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
-use numa_locks::raw::RawMcs;
+use numa_locks::raw::{RawCna, RawMcs};
 use numa_locks::{loom_clock, topology, tunables};
+
+/// Secondary-queue flushes and splices seen across all executions of a model (feature `stats`):
+/// the CNA models check that they reach the paths they are named after.
+#[cfg(feature = "stats")]
+static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Asserts (with feature `stats`) that the model just run flushed or spliced a secondary queue
+/// in at least one execution, i.e. that a waiter was moved to the secondary queue.
+fn assert_secondary_reached() {
+    #[cfg(feature = "stats")]
+    {
+        let seen = FLUSHES.swap(0, std::sync::atomic::Ordering::Relaxed);
+        assert!(seen > 0, "the model never moved a waiter to the secondary queue");
+    }
+}
 
 /// Bounds the preemptions loom explores, keeping each model within CI time.
 fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
@@ -50,6 +65,11 @@ macro_rules! contend {
         }
         assert_eq!(lock.1.with(|c| unsafe { *c }), $threads * $iters);
         assert!(!lock.0.is_locked());
+        #[cfg(feature = "stats")]
+        FLUSHES.fetch_add(
+            numa_locks::stats::HasStats::stats(&lock.0).flushes,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }};
 }
 
@@ -105,4 +125,91 @@ fn mcs_fair_unlock() {
         assert!(lock.0.try_lock());
         unsafe { lock.0.unlock() };
     });
+}
+
+// ---- CNA ------------------------------------------------------------------------------------
+// Threads alternate between virtual nodes 0 and 1, so a head regularly finds a remote successor
+// followed by a local one (the move to the secondary queue), and the secondary queue travels
+// with headship, is spliced back when the main queue empties (racing with new arrivals), or is
+// flushed when the clock says it is too old.
+
+/// Thread t runs on node t % 2.
+fn two_nodes(t: usize) -> usize {
+    t % 2
+}
+
+#[test]
+fn cna_move_to_secondary_and_carry() {
+    // 0 (node 0), 1 (node 1), 2 (node 0): when 1 and 2 queue behind 0's successor, the head
+    // moves 1 to the secondary queue and hands it, with headship, to 2. Time stands still:
+    // no threshold flush, so the secondary queue is spliced or flushed for a remote successor.
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || contend!(RawCna, 3usize, 1usize, two_nodes, 0));
+}
+
+#[test]
+fn cna_threshold_flush() {
+    // Every clock reading is far past the previous one: any secondary queue is flushed at the
+    // next handoff.
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || contend!(RawCna, 3usize, 1usize, two_nodes, 1 << 40));
+}
+
+#[test]
+fn cna_splice_race_with_arrival() {
+    // Two rounds each on two nodes: the head that empties the main queue splices the
+    // secondary queue back with a CAS on the tail while the other thread re-arrives.
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || contend!(RawCna, 2usize, 2usize, two_nodes, 0));
+}
+
+#[test]
+fn cna_four_threads_two_nodes() {
+    // 4 threads on 2 nodes, stealing on: reordering, carrying, splicing and stealing together.
+    tunables::reset_defaults();
+    tunables::set_stealing(true).unwrap();
+    model(1, || contend!(RawCna, 4usize, 1usize, two_nodes, 0));
+}
+
+#[test]
+fn cna_move_to_secondary_then_splice() {
+    // The main thread (node 0) holds the lock while three waiters queue: 1 (node 1), 2 (node 0),
+    // 3 (node 1). When they queue in that order, head 1 moves 2 to the secondary queue, hands
+    // it with headship to 3, and 3 splices it back when the main queue empties.
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        loom_clock::reset(0);
+        let lock = Arc::new((RawCna::new(), UnsafeCell::new(0usize)));
+        topology::set_thread_node(Some(0));
+        lock.0.lock();
+        let handles: Vec<_> = (1..4)
+            .map(|t| {
+                let lock = lock.clone();
+                thread::spawn(move || {
+                    topology::set_thread_node(Some(two_nodes(t)));
+                    lock.0.lock();
+                    lock.1.with_mut(|c| unsafe { *c += 1 });
+                    unsafe { lock.0.unlock() };
+                })
+            })
+            .collect();
+        for _ in 0..3 {
+            thread::yield_now();
+        }
+        unsafe { lock.0.unlock() };
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(lock.1.with(|c| unsafe { *c }), 3);
+        #[cfg(feature = "stats")]
+        FLUSHES.fetch_add(
+            numa_locks::stats::HasStats::stats(&lock.0).flushes,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    });
+    assert_secondary_reached();
 }

@@ -1,2 +1,342 @@
-//! PLACEHOLDER
-pub use super::mcs::RawMcs as RawCna;
+//! `RawCna`: the compact NUMA-aware lock (Dice & Kogan, EuroSys 2019; the Linux CNA qspinlock
+//! series), on the crate's queue-lock core.
+//!
+//! ```text
+//! lock word  [ LOCKED | PARKED | NO_STEAL | FAIR ]       (LockWord, 4 bytes)
+//! tail       index of the last waiter in the main queue  (4 bytes)  -> 8 bytes in all
+//!
+//! main queue:       head(node A) -> A -> A -> B ... -> tail
+//! secondary queue:  B -> C -> B        (waiters of other nodes, moved out of the main queue)
+//! ```
+//!
+//! The lock is MCS (see `mcs.rs`) with one addition: the **queue head**, while it waits for the
+//! lock word, moves waiters of other NUMA nodes from just behind it to the tail of a
+//! **secondary queue**, so that the main queue starts with a waiter of the head's own node. The
+//! secondary queue is not stored in the lock: it travels with headship, as the payload of the
+//! `HEAD` status handed to the next head (the index of the secondary queue's first node; that
+//! node keeps the secondary tail and the time the secondary queue was started). A payload of 0
+//! means no secondary queue; a status with `HEAD` set can never be mistaken for `WAITING` (0)
+//! or `PARKED` (1).
+//!
+//! The head's moves (`order_queue`), as changes to the links it alone may write:
+//! - find `first` = our successor; if it is on our node, nothing to do;
+//! - otherwise walk `first -> ... -> last_remote -> local` to the first waiter on our node;
+//!   the walk follows only links already written, so `last_remote` is never the tail
+//!   (the node the tail word names is never detached: it has no successor yet);
+//! - detach `first ..= last_remote` (`me.next = local`, `last_remote.next = 0`) and append it to
+//!   the secondary queue.
+//!
+//! Handoff after the head takes the lock (`pass_headship`):
+//! - no successor and we are the tail: `(me, LOCKED) → (0, LOCKED)`, or, with a secondary
+//!   queue, **splice** it back: `(me, LOCKED) → (secondary_tail, LOCKED)` and make its first node
+//!   head. A failed CAS means someone arrived: wait for the link and go on;
+//! - a secondary queue exists and (it is older than the flush threshold, or `unlock_fair` asked,
+//!   or our successor is not on our node): **flush**: link `secondary_tail.next = successor` and
+//!   make the secondary queue's first node head, with no payload (the preferred node changes);
+//! - otherwise make the successor head, handing it the secondary queue.
+//!
+//! Shuffle reduction: with no secondary queue, the head reorders only with probability 1/128,
+//! which keeps light contention as cheap as MCS; once a secondary queue exists, or two or more
+//! waiters are queued behind the head (sustained contention), it always does. The second
+//! condition is ours, not the kernel's: with few threads per node, a flush happens whenever
+//! the head finds no local waiter, and a 1/128 restart would leave the queue in FIFO order for
+//! ~128 handoffs after each flush.
+//!
+//! Links moved by the head are written with Relaxed stores: only the current head writes them,
+//! and the next head (and, later, each moved waiter when it becomes head) reads them after the
+//! Acquire load of its `HEAD` status, which pairs with the Release swap in `make_head`.
+
+use crate::qnode::{self, node, status};
+use crate::raw::{
+    LockWord, acquire_unqueued, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
+#[cfg(feature = "stats")]
+use crate::stats::{Acquired, Counters};
+use crate::sync::{AtomicU32, Ordering, now_ns};
+use crate::{topology, tunables};
+
+/// The raw compact NUMA-aware lock behind [`CnaMutex`](crate::CnaMutex): 8 bytes, keeps the
+/// lock on one NUMA node while it has waiters there, flushes waiters of other nodes back after
+/// [`tunables::cna_flush_threshold`].
+///
+/// ```
+/// use lock_api::RawMutex;
+/// use numa_locks::raw::RawCna;
+///
+/// assert!(std::mem::size_of::<RawCna>() <= 8 || cfg!(feature = "stats"));
+/// let raw = RawCna::new();
+/// let guard = RawMutex::lock(&raw);
+/// assert!(!RawMutex::try_lock(&raw).is_some());
+/// unsafe { RawMutex::unlock(&raw, guard) };
+/// ```
+pub struct RawCna {
+    word: LockWord,
+    /// Index of the last waiter of the main queue; 0 when the main queue is empty.
+    tail: AtomicU32,
+    #[cfg(feature = "stats")]
+    stats: Counters,
+}
+
+/// With no secondary queue, the head reorders the queue once in this many acquisitions.
+const SHUFFLE_ONE_IN: u32 = 128;
+
+/// Where the head's reordering walk stands (it resumes there while the lock stays busy).
+struct Walk {
+    /// The index of the last node examined (0: start at our successor).
+    cursor: u32,
+}
+
+impl RawCna {
+    /// An unlocked lock.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawCna {
+            word: LockWord::new(),
+            tail: AtomicU32::new(0),
+            #[cfg(feature = "stats")]
+            stats: Counters::new(),
+        }
+    }
+
+    /// An unlocked lock.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawCna {
+            word: LockWord::new(),
+            tail: AtomicU32::new(0),
+            #[cfg(feature = "stats")]
+            stats: Counters::new(),
+        }
+    }
+
+    /// Acquires the lock, waiting as long as needed.
+    #[inline]
+    pub fn lock(&self) {
+        if self.word.try_lock_fast() {
+            #[cfg(feature = "stats")]
+            self.stats.on_acquire(Acquired::Uncontended);
+            return;
+        }
+        self.lock_slow();
+    }
+
+    /// Acquires the lock if it is free and no waiter is owed it.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let taken = self.word.try_lock_fast() || self.word.try_steal();
+        #[cfg(feature = "stats")]
+        if taken {
+            self.stats.on_acquire(Acquired::Uncontended);
+        }
+        taken
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The lock must be held (by this thread or by a guard this thread was given).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.word.unlock();
+    }
+
+    /// Releases the lock so that no arriving thread can steal it, and makes the queue head's
+    /// next handoff flush the secondary queue: waiters bypassed because of their node go next,
+    /// in the order they arrived, regardless of node.
+    ///
+    /// # Safety
+    /// The lock must be held.
+    pub unsafe fn unlock_fair(&self) {
+        self.word.unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
+    }
+
+    /// Whether the lock is held (a snapshot).
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.word.is_locked()
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        if tunables::stealing() && self.word.try_steal() {
+            #[cfg(feature = "stats")]
+            self.stats.on_acquire(Acquired::Stolen);
+            return;
+        }
+        qnode::with_node(|me| self.lock_queued(me), || acquire_unqueued(&self.word));
+        #[cfg(feature = "stats")]
+        self.stats.on_acquire(Acquired::Queued);
+    }
+
+    fn lock_queued(&self, me: u32) {
+        let my = node(me);
+        let numa = topology::current_node() as u64;
+        my.reset(numa);
+        // (prev, *) → (me, *). AcqRel: Release publishes `my.reset` (our node id included);
+        // Acquire makes `prev`'s node visible before we write its link.
+        let prev = self.tail.swap(me, Ordering::AcqRel);
+        let mut secondary = 0;
+        if prev != 0 {
+            // Release: pairs with the Acquire loads of the link (`wait_for_next`, the walk).
+            node(prev).next.store(me, Ordering::Release);
+            secondary = status::payload(wait_for_head(my));
+        }
+        // We are the head of the main queue, holding the secondary queue `secondary`.
+        let next = my.next.load(Ordering::Acquire);
+        if next != 0 {
+            prewake(node(next));
+        }
+        // Shuffle reduction: with no secondary queue, reorder once in SHUFFLE_ONE_IN handoffs,
+        // unless the queue shows sustained contention (two or more waiters behind us), where
+        // reordering pays for itself.
+        let mut reorder = secondary != 0 || shuffle_now();
+        let mut walk = Walk { cursor: 0 };
+        let mut undecided = false;
+        let fair = self.word.acquire_as_head(|| {
+            if !reorder {
+                reorder = queue_is_long(my);
+                if !reorder {
+                    return true;
+                }
+            }
+            undecided = self.order_queue(me, numa, &mut secondary, &mut walk);
+            undecided
+        });
+        if undecided {
+            // No waiter of our node was linked while we waited: the previous holder, often the
+            // one local waiter, re-queues just as we take the lock. Look once more (resuming the
+            // walk, so this costs only the newly linked nodes) before choosing the next head.
+            self.order_queue(me, numa, &mut secondary, &mut walk);
+        }
+        #[cfg(feature = "stats")]
+        let flushed = self.pass_headship(me, numa, secondary, fair);
+        #[cfg(not(feature = "stats"))]
+        self.pass_headship(me, numa, secondary, fair);
+        #[cfg(feature = "stats")]
+        if flushed {
+            self.stats.on_flush();
+        }
+    }
+
+    /// One step of the head's reordering. Returns `true` to be called again (nothing conclusive
+    /// yet: no successor, or no waiter of our node linked yet), `false` when done.
+    fn order_queue(&self, me: u32, numa: u64, secondary: &mut u32, walk: &mut Walk) -> bool {
+        let my = node(me);
+        // Acquire on every link: pairs with the linking Release store; the linked node's
+        // fields (its NUMA node) are visible.
+        let first = my.next.load(Ordering::Acquire);
+        if first == 0 {
+            return true;
+        }
+        if node(first).numa.load(Ordering::Relaxed) == numa {
+            return false;
+        }
+        let mut last_remote = if walk.cursor == 0 { first } else { walk.cursor };
+        let local = loop {
+            let next = node(last_remote).next.load(Ordering::Acquire);
+            if next == 0 {
+                // The end of what is linked so far: resume here when more waiters arrive.
+                walk.cursor = last_remote;
+                return true;
+            }
+            if node(next).numa.load(Ordering::Relaxed) == numa {
+                break next;
+            }
+            last_remote = next;
+        };
+        // Detach first ..= last_remote (none of them is the tail: `local` follows them).
+        node(last_remote).next.store(0, Ordering::Relaxed);
+        if *secondary == 0 {
+            *secondary = first;
+            let head = node(first);
+            head.secondary_tail.store(last_remote, Ordering::Relaxed);
+            head.secondary_since.store(now_ns(), Ordering::Relaxed);
+        } else {
+            let head = node(*secondary);
+            let old_tail = head.secondary_tail.load(Ordering::Relaxed);
+            node(old_tail).next.store(first, Ordering::Relaxed);
+            head.secondary_tail.store(last_remote, Ordering::Relaxed);
+        }
+        my.next.store(local, Ordering::Relaxed);
+        false
+    }
+
+    /// Chooses the next head after we took the lock (see the module docs). Returns whether the
+    /// secondary queue was flushed or spliced back.
+    fn pass_headship(&self, me: u32, numa: u64, secondary: u32, fair: bool) -> bool {
+        let my = node(me);
+        let mut next = my.next.load(Ordering::Acquire);
+        if next == 0 {
+            let target = if secondary == 0 {
+                0
+            } else {
+                node(secondary).secondary_tail.load(Ordering::Relaxed)
+            };
+            // (me, LOCKED) → (target, LOCKED). AcqRel: Release publishes the secondary queue's
+            // links to the arrivals that will link behind `target`.
+            if self.tail.load(Ordering::Relaxed) == me
+                && self
+                    .tail
+                    .compare_exchange(me, target, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                if secondary != 0 {
+                    self.word.hand_to(node(secondary), 0);
+                    return true;
+                }
+                return false;
+            }
+            next = wait_for_next(&my.next);
+        }
+        if secondary != 0 {
+            let head = node(secondary);
+            let flush = fair
+                || node(next).numa.load(Ordering::Relaxed) != numa
+                || now_ns().saturating_sub(head.secondary_since.load(Ordering::Relaxed))
+                    >= tunables::cna_flush_ns();
+            if flush {
+                let secondary_tail = head.secondary_tail.load(Ordering::Relaxed);
+                node(secondary_tail).next.store(next, Ordering::Relaxed);
+                self.word.hand_to(head, 0);
+                return true;
+            }
+        }
+        self.word.hand_to(node(next), secondary);
+        false
+    }
+}
+
+/// Whether at least two waiters are linked behind the head `my`: sustained contention.
+#[inline]
+fn queue_is_long(my: &crate::qnode::QNode) -> bool {
+    // Acquire: pairs with the linking Release store, as in `order_queue`.
+    let next = my.next.load(Ordering::Acquire);
+    next != 0 && node(next).next.load(Ordering::Acquire) != 0
+}
+
+/// Shuffle reduction: `true` once in [`SHUFFLE_ONE_IN`] calls, from a per-thread xorshift.
+/// Always `true` under loom, so the models explore the reordering.
+#[inline]
+fn shuffle_now() -> bool {
+    if cfg!(loom) {
+        return true;
+    }
+    std::thread_local! {
+        static SEED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    SEED.try_with(|seed| {
+        let mut x = seed.get();
+        if x == 0 {
+            // First use on this thread: seed from the thread-local's address.
+            x = (seed as *const _ as usize as u32) | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        seed.set(x);
+        x % SHUFFLE_ONE_IN == 0
+    })
+    .unwrap_or(false)
+}
+
+impl_raw_mutex!(RawCna);

@@ -19,7 +19,7 @@
 
 use crate::qnode::{self, node};
 use crate::raw::{
-    LockWord, acquire_unqueued, impl_raw_mutex, make_head, prewake, wait_for_head, wait_for_next,
+    LockWord, acquire_unqueued, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
 };
 #[cfg(feature = "stats")]
 use crate::stats::{Acquired, Counters};
@@ -144,7 +144,7 @@ impl RawMcs {
         if next != 0 {
             prewake(node(next));
         }
-        self.word.acquire_as_head();
+        self.word.acquire_as_head(|| false);
         self.pass_headship(me);
     }
 
@@ -162,7 +162,7 @@ impl RawMcs {
             return;
         }
         let next = wait_for_next(&node(me).next);
-        make_head(node(next), 0);
+        self.word.hand_to(node(next), 0);
     }
 }
 

@@ -36,12 +36,15 @@ use crate::wait::{self, SpinBudget};
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
 ///
+/// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
+///
 /// Transitions (who performs them):
 /// - lock fast path: `0 → LOCKED` (CAS, Acquire);
 /// - steal (slow path, only while `NO_STEAL` is clear): `x → x | LOCKED` (CAS, Acquire);
 /// - queue head acquires: `x → LOCKED` when `x & LOCKED == 0` (CAS, Acquire); this clears
 ///   `PARKED`, `NO_STEAL` and `FAIR`, which only the head consumes;
 /// - queue head, when it has been overtaken too long or stealing is off: `x → x | NO_STEAL`;
+/// - the holder, handing headship to a successor while stealing is off: `x → x | NO_STEAL`;
 /// - queue head, before sleeping: `x → x | PARKED` (only while `LOCKED`, so an unlock follows);
 /// - unlock: `x → x - LOCKED` (fetch_sub, Release), then wake if `PARKED` was set;
 /// - unlock_fair with waiters queued: `x → (x - LOCKED) | NO_STEAL | FAIR` (CAS, Release), then
@@ -154,10 +157,15 @@ impl LockWord {
     /// Stops stealing (`NO_STEAL`) at once if stealing is off, else once this head has waited
     /// longer than the steal bound. Returns `true` if the acquisition was requested to be fair
     /// (`unlock_fair`), which CNA and HQ honour when they choose the next head.
-    pub(crate) fn acquire_as_head(&self) -> bool {
+    ///
+    /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
+    /// lock is held by someone else, at least once before the first park, until it returns
+    /// `false`.
+    pub(crate) fn acquire_as_head(&self, mut while_busy: impl FnMut() -> bool) -> bool {
         let stealing = tunables::stealing();
         let since = if stealing { now_ns() } else { 0 };
         let mut budget = SpinBudget::new();
+        let mut busy_work = true;
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & LOCKED == 0 {
@@ -176,6 +184,9 @@ impl LockWord {
                 self.set_no_steal(s);
                 continue;
             }
+            if busy_work {
+                busy_work = while_busy();
+            }
             if budget.spin() {
                 continue;
             }
@@ -188,6 +199,20 @@ impl LockWord {
             wait::announce_and_park(&self.state, s, PARKED);
             budget = SpinBudget::new();
         }
+    }
+
+    /// The lock holder hands queue headship to `next` (see [`make_head`]). With stealing off, it
+    /// first sets `NO_STEAL` so that the window before the new head runs (it may be asleep) is
+    /// not a chance for arrivals, the holder itself included, to take the lock out of turn.
+    /// The new head clears the flag when it acquires and sets it again only if it has a
+    /// successor, so a lock with no waiters is never left reserved.
+    #[inline]
+    pub(crate) fn hand_to(&self, next: &QNode, payload: u32) {
+        if !tunables::stealing() {
+            // Relaxed: as in `set_no_steal`; the holder's unlock (Release) follows.
+            self.state.fetch_or(NO_STEAL, Ordering::Relaxed);
+        }
+        make_head(next, payload);
     }
 
     /// `x → x | NO_STEAL` if the word still reads `x`. Relaxed: the flag only steers which
