@@ -1,4 +1,32 @@
 //! NUMA-aware queue locks for [`lock_api`].
+//!
+//! Three `lock_api::Mutex` types that replace `parking_lot::Mutex` line for line:
+//!
+//! - [`McsMutex`]: the MCS queue lock, fair FIFO among queued waiters;
+//! - [`CnaMutex`]: the compact NUMA-aware lock: one 8-byte lock that keeps handoffs on the
+//!   holder's NUMA node, with waiters of other nodes in a secondary queue flushed back after a
+//!   time threshold;
+//! - [`HqMutex`]: the hierarchical queued lock: one waiter queue per NUMA node and a FIFO of nodes.
+//!
+//! All of them wait by spinning briefly and then parking on a futex, so they stay usable when
+//! threads outnumber cores, and all take the uncontended lock with one compare-and-swap.
+//!
+//! ```
+//! // before: static COUNTER: parking_lot::Mutex<u64> = parking_lot::Mutex::new(0);
+//! static COUNTER: numa_locks::CnaMutex<u64> = numa_locks::CnaMutex::new(0);
+//!
+//! let threads: Vec<_> = (0..4)
+//!     .map(|_| std::thread::spawn(|| *COUNTER.lock() += 1))
+//!     .collect();
+//! for t in threads {
+//!     t.join().unwrap();
+//! }
+//! assert_eq!(*COUNTER.lock(), 4);
+//! ```
+//!
+//! NUMA placement comes from [`topology`]; on a one-node machine, [`topology::set_thread_node`]
+//! assigns virtual nodes for tests and emulation. Waiting and fairness are tuned with
+//! [`tunables`]; feature `stats` adds per-lock counters.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

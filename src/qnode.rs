@@ -158,7 +158,8 @@ mod registry {
 
     type Chunk = [CachePadded<QNode>; CHUNK];
 
-    static TABLE: [AtomicPtr<Chunk>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+    static TABLE: [AtomicPtr<Chunk>; CHUNKS] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
 
     struct FreeList {
         free: Vec<u32>,
@@ -220,8 +221,9 @@ mod registry {
         if slot >= CHUNKS {
             return None;
         }
-        if (index as usize - 1) % CHUNK == 0 {
-            let chunk: Box<Chunk> = Box::new(std::array::from_fn(|_| CachePadded::new(QNode::new())));
+        if (index as usize - 1).is_multiple_of(CHUNK) {
+            let chunk: Box<Chunk> =
+                Box::new(std::array::from_fn(|_| CachePadded::new(QNode::new())));
             // Release: pairs with the Acquire in `node`; the chunk's contents are initialized
             // before any thread can see the pointer.
             TABLE[slot].store(Box::into_raw(chunk), Ordering::Release);

@@ -53,7 +53,7 @@ impl SpinBudget {
             return false;
         }
         self.spins = self.spins.wrapping_add(1);
-        if self.spins % CHECK_EVERY == 0 && now_ns() >= self.deadline {
+        if self.spins.is_multiple_of(CHECK_EVERY) && now_ns() >= self.deadline {
             self.deadline = 0;
             return false;
         }

@@ -173,7 +173,10 @@ fn bounded_bypass_of_remote_waiter() {
     }
     topology::set_thread_node(None);
     eprintln!("worst wait of the remote waiter: {worst:?}");
-    assert!(worst < Duration::from_secs(5), "remote waiter waited {worst:?}");
+    assert!(
+        worst < Duration::from_secs(5),
+        "remote waiter waited {worst:?}"
+    );
 }
 
 #[test]
@@ -261,7 +264,13 @@ fn stats_agree_with_own_count() {
     let stats = numa_locks::stats::snapshot(&*lock);
     // The snapshot includes the acquisition that is reading it.
     assert_eq!(stats.acquisitions, own.acquisitions + 1);
-    assert_eq!(stats.handoffs_local + stats.handoffs_remote, own.acquisitions);
-    assert_eq!(stats.handoffs_remote, own.remote + u64::from(own.last_node != Some(topology::current_node())));
+    assert_eq!(
+        stats.handoffs_local + stats.handoffs_remote,
+        own.acquisitions
+    );
+    assert_eq!(
+        stats.handoffs_remote,
+        own.remote + u64::from(own.last_node != Some(topology::current_node()))
+    );
     assert!(stats.contended > 0);
 }

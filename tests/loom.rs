@@ -23,7 +23,10 @@ fn assert_secondary_reached() {
     #[cfg(feature = "stats")]
     {
         let seen = FLUSHES.swap(0, std::sync::atomic::Ordering::Relaxed);
-        assert!(seen > 0, "the model never moved a waiter to the secondary queue");
+        assert!(
+            seen > 0,
+            "the model never moved a waiter to the secondary queue"
+        );
     }
 }
 

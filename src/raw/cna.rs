@@ -147,7 +147,8 @@ impl RawCna {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
-        self.word.unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
+        self.word
+            .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).
@@ -334,7 +335,7 @@ fn shuffle_now() -> bool {
         x ^= x >> 17;
         x ^= x << 5;
         seed.set(x);
-        x % SHUFFLE_ONE_IN == 0
+        x.is_multiple_of(SHUFFLE_ONE_IN)
     })
     .unwrap_or(false)
 }

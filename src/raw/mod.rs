@@ -1,8 +1,8 @@
 //! The raw locks, and the queue-lock core they share.
 //!
-//! Every lock here has the qspinlock shape (DESIGN §1): a 32-bit **lock word** ([`LockWord`],
+//! Every lock here has the qspinlock shape (DESIGN §1): a 32-bit **lock word** (`LockWord`,
 //! the futex word the queue head waits on) plus one or more **queues of waiters** built from
-//! per-thread [`QNode`]s named by 32-bit indices. The locks differ only in how they queue and
+//! per-thread `QNode`s named by 32-bit indices. The locks differ only in how they queue and
 //! in whom the queue head passes headship to; the lock word, waiting, parking, stealing and
 //! unlocking are shared and live in this module.
 //!
@@ -132,12 +132,10 @@ impl LockWord {
         loop {
             let fair = (s - LOCKED) | NO_STEAL | FAIR;
             // Release: as in `unlock`.
-            match self.state.compare_exchange_weak(
-                s,
-                fair,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            match self
+                .state
+                .compare_exchange_weak(s, fair, Ordering::Release, Ordering::Relaxed)
+            {
                 Ok(_) => break,
                 Err(now) => s = now,
             }
@@ -251,7 +249,9 @@ pub(crate) fn make_head(next: &QNode, payload: u32) {
     debug_assert!(payload <= status::PAYLOAD_MAX);
     let word: *const AtomicU32 = &next.status;
     // Release: pairs with the Acquire load in `wait_for_head`.
-    let old = next.status.swap(status::head_with(payload), Ordering::Release);
+    let old = next
+        .status
+        .swap(status::head_with(payload), Ordering::Release);
     if old == status::PARKED {
         wait::unpark(word);
     }
