@@ -1,2 +1,634 @@
-//! PLACEHOLDER
-pub use super::mcs::RawMcs as RawHq;
+//! `RawHq`: the hierarchical queued lock (the idea of the HQ-spinlock RFC: a cohort lock in the
+//! qspinlock shape), on the crate's queue-lock core.
+//!
+//! ```text
+//! lock word  [ LOCKED | PARKED | NO_STEAL | FAIR ]            (LockWord, 4 bytes)
+//! fifo_tail  index of the last entry of the node FIFO, 0 = none  (4 bytes)
+//! queues     -> NodeQueues, null until contention is sustained   (8 bytes)   -> 16 bytes in all
+//!
+//! NodeQueues { mode, deferred, local_tail[64] }                  (heap, one per contended lock)
+//!
+//! node FIFO (linked by fifo_next):   head(R0) ------> R1 ------> W ------> R2 = fifo_tail
+//!                                      |               |                    |
+//! local queues (linked by next):     R0 -> a -> b     R1 -> c              R2
+//!                                    = local_tail[0]  = local_tail[1]      = local_tail[2]
+//! ```
+//!
+//! There are two kinds of **FIFO entries**: a *representative* (`R`), the first waiter of the
+//! local queue of its slot (`numa % 64`), and a *flat waiter* (`W`), which joined the FIFO
+//! directly and has no local queue. The **head** (the only thread that waits on the lock word)
+//! is always the FIFO's front entry. Waiters behind a representative in its local queue touch
+//! only their slot's tail word when they arrive: the FIFO, and the lock word, see one entry per
+//! waiting node.
+//!
+//! # Modes
+//!
+//! Under light contention the lock is the plain queue lock: `queues` is null (a lock that is
+//! never contended never allocates) or its `mode` is `FLAT`, and every waiter is a flat waiter:
+//! this is exactly `RawMcs` with `fifo_tail` as its tail. The holder counts consecutive contended
+//! handoffs (a *streak*, carried in the payload of the `HEAD` status it hands on, so it costs no
+//! shared write); after [`HIERARCHICAL_AFTER`] of them it allocates `queues` if needed and sets
+//! the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
+//! the streak restarts at 0 with the next waiter). Only the lock holder writes `queues` and
+//! `mode`, so writers never race; arrivals read them once, and **every path below is correct
+//! whichever mode an arrival saw**: flat waiters and representatives coexist in the FIFO at any
+//! time, a representative serves its local queue whatever the mode is by then, and the mode only
+//! decides which kind of entry the next arrival becomes. That is what makes both switches
+//! race-free.
+//!
+//! # States
+//!
+//! | word (who writes)                     | value                     | meaning                                   |
+//! |---------------------------------------|---------------------------|-------------------------------------------|
+//! | `fifo_tail` (arrivals, head)          | 0                         | nobody waits (the holder may still run)   |
+//! |                                       | `i`                       | entry `i` is the last of the FIFO         |
+//! | `queues` (holder)                     | null / pointer            | no per-node state yet / allocated, freed in `drop` |
+//! | `mode` (holder)                       | `FLAT` / `HIERARCHICAL`   | arrivals join the FIFO / their local queue |
+//! | `local_tail[s]` (arrivals, head)      | 0                         | no waiter of slot `s` in a local queue    |
+//! |                                       | `i`                       | waiter `i` is the last of slot `s`'s queue |
+//! | `deferred` (holder, claimer, unlock)  | 0                         | no deferred handoff                       |
+//! |                                       | `front \| count << 32 \| s << 56` | the holder kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with payload `count`; otherwise `unlock` makes `front` head |
+//!
+//! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
+//! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`), `streak`
+//! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`].
+//!
+//! # Transitions, as (fifo tail, local tail of slot s, lock word)
+//!
+//! Acquisition:
+//! 1. fast path, only while `fifo_tail == 0`: `(0, *, 0) → (0, *, LOCKED)`; steal (slow path,
+//!    stealing on, `NO_STEAL` clear): `(*, *, free) → (*, *, LOCKED)`, as in `RawMcs`. With
+//!    stealing off, a thread that sees waiters always queues, even in the instant between a
+//!    new head's selection and its first look at the lock word (when `NO_STEAL` is not yet set);
+//! 2. flat waiter (mode `FLAT`, or `queues` null): `(prev, *, *) → (me, *, *)` by swap; link
+//!    `prev.fifo_next = me` and wait for headship if `prev != 0`;
+//! 3. hierarchical arrival: `(*, prev, *) → (*, me, *)` by swap; if `prev != 0`, link
+//!    `prev.next = me` and wait: headship comes straight from a same-slot predecessor (a
+//!    *local handoff*). If `prev == 0` we are the slot's representative: first try to claim a
+//!    deferred handoff of our slot (`deferred: d → 0` by CAS; we then stand before `front` in
+//!    the FIFO and are head at once), else join the FIFO as in 2;
+//! 4. as head: pre-wake the likely next head, then spin/park on the lock word until we take it
+//!    (`(*, *, free) → (*, *, LOCKED)`, which returns whether the last unlock was fair).
+//!
+//! Leaving the queues (`pass_headship`, run by the new holder, which owns the lock), with
+//! `local` = "may keep the lock on our node" = `!fair && count + 1 < limit`:
+//! 5. local queue first (only if we are in one): `(*, me, L) → (*, 0, L)` by CAS, or wait for our
+//!    local successor `S` to link `me.next`. Doing this before looking at the FIFO is what makes
+//!    "a node joins the FIFO while its last local waiter leaves" safe: an arrival that finds the
+//!    local tail 0 becomes a new representative and joins the FIFO behind us, which step 6 sees.
+//! 6. the FIFO: `(me, *, L) → (S or 0, *, L)` by CAS when nobody else is in it (then `S`, if any,
+//!    becomes head as the FIFO's only entry, with a fresh count unless `local`); otherwise wait
+//!    for our FIFO successor `F` to link `me.fifo_next`, and then
+//!    - `S` exists and `local`: `S` takes our place in the FIFO (`S.fifo_next = F`) and becomes
+//!      head with `count + 1` (local handoff);
+//!    - `S` exists, not `local`: `S` re-joins the FIFO at its tail as its slot's representative
+//!      (`(t, *, L) → (S, *, L)`, `t.fifo_next = S`), then `F` becomes head with count 0
+//!      (remote handoff);
+//!    - no `S`, `local`, and `F` is of our slot (another representative or a flat waiter of
+//!      our node): `F` becomes head with `count + 1` (a local handoff after all);
+//!    - no `S`, `local`, `count > 0` and mode `HIERARCHICAL`: our node has just been handing
+//!      the lock around and its previous holder is likely to be back within our critical
+//!      section, so **defer**: publish `deferred = F | (count + 1) << 32 | s << 56` and return
+//!      without a head. A representative of slot `s` that arrives during the critical section
+//!      claims it (step 3); `unlock` makes `F` head if nobody did (`deferred: d → 0` by CAS,
+//!      before the lock word is released, so exactly one of them wins);
+//!    - otherwise `F` becomes head with count 0.
+//!
+//! Without deferral the local successor would be chosen when the holder *acquires*, a moment
+//! after its predecessor (often the only other thread of the node) released the lock and before
+//! that thread could queue again: with few threads per node nearly every handoff would leave
+//! the node. Deferral moves the choice to the end of the critical section, as in a cohort lock,
+//! while the holder still owns no queue node (`unlock` reads only the lock's own state).
+//!
+//! Every FIFO entry becomes head after finitely many handoffs: the FIFO is FIFO, an entry's turn
+//! lasts at most `limit` consecutive local handoffs (the count travels with headship and every
+//! local handoff, claimed deferrals included, adds one), a representative whose turn ended
+//! re-joins at the tail, and stealing is bounded by the lock word's `NO_STEAL`. Slots are
+//! `numa % 64`, so any node id (even garbage) is only a locality hint: two nodes sharing a slot
+//! share a local queue.
+//!
+//! # Orderings weaker than `SeqCst`
+//!
+//! - Tail swaps (`fifo_tail`, `local_tail`) are `AcqRel`: Release publishes the arrival's
+//!   `reset` node; Acquire makes the predecessor's node visible before we write its link.
+//! - Link stores (`fifo_next`, `next`) are `Release`, paired with the `Acquire` in
+//!   `wait_for_next`; `S.fifo_next = F` is `Relaxed` because `make_head(S)` (Release, paired
+//!   with the Acquire in `wait_for_head`) publishes it, and only `S` reads it.
+//! - Tail CASes `me → 0` / `me → S` are `AcqRel` like `RawMcs`: `me → S` publishes `S` (whose node
+//!   we acquired through `me.next`) to the arrival that will swap it out of `fifo_tail`.
+//! - The fast path's load of `fifo_tail` is `Relaxed`: it only steers the thread to the slow
+//!   path; a waiter arriving at the same moment may be overtaken once, as with any lock.
+//! - `queues` is stored `Release` once and loaded `Acquire` by arrivals: the `NodeQueues` are
+//!   initialized before anyone can reach them. `mode` is `Relaxed` everywhere: correctness does not
+//!   depend on which mode an arrival sees (see Modes), and the holders, its only writers, are
+//!   ordered by the lock word.
+//! - `deferred` is stored `Release` by the holder and taken by an `Acquire` CAS (claimer or
+//!   unlock): the index `F` and its node are visible to whoever takes it. The unlock's first load
+//!   is `Relaxed`: the value it must see was written by this lock's holder, which happens before
+//!   the unlock.
+
+use core::ptr;
+
+use crossbeam_utils::CachePadded;
+
+use crate::qnode::{self, node, status};
+use crate::raw::{
+    LockWord, acquire_unqueued, impl_raw_mutex, make_head, prewake, wait_for_head, wait_for_next,
+};
+#[cfg(feature = "stats")]
+use crate::stats::{Acquired, Counters};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::{topology, tunables};
+
+/// Local queues per lock; a thread of NUMA node `n` queues in slot `n % SLOTS`. 64 covers the
+/// largest machines' node counts; the padded tails cost 8 KiB per contended lock.
+const SLOTS: usize = 64;
+
+/// `NodeQueues::mode`: arrivals join the FIFO directly (the plain queue lock).
+const FLAT: u32 = 0;
+/// `NodeQueues::mode`: arrivals join their slot's local queue.
+const HIERARCHICAL: u32 = 1;
+
+/// Consecutive contended handoffs after which the lock turns hierarchical: long enough that a
+/// lock with an occasional second waiter stays a plain (allocation-free) queue lock, short
+/// enough that sustained contention switches within microseconds.
+const HIERARCHICAL_AFTER: u32 = 8;
+
+/// Bits of the `HEAD` payload that hold the local-handoff count; the streak is above them.
+/// `tunables::hq_local_handoffs()` is at most 2^24, so a count below it fits.
+const COUNT_BITS: u32 = 24;
+const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
+
+/// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
+#[inline]
+const fn handoff_payload(count: u32, streak: u32) -> u32 {
+    count | streak << COUNT_BITS
+}
+
+/// The raw hierarchical queued lock behind [`HqMutex`](crate::HqMutex): 16 bytes, one waiter
+/// queue per NUMA node plus a FIFO of nodes, spin-then-park; per-node state is allocated when
+/// contention is sustained and freed on drop.
+///
+/// Handoffs stay within the holder's node for up to
+/// [`tunables::hq_local_handoffs()`](crate::tunables::hq_local_handoffs) consecutive handoffs,
+/// then go to the node that has waited longest; `unlock_fair` hands to that node at once.
+///
+/// ```
+/// use lock_api::{RawMutex, RawMutexFair};
+/// use numa_locks::raw::RawHq;
+///
+/// let raw = RawHq::new();
+/// let guard = RawMutex::lock(&raw);
+/// assert!(raw.is_locked());
+/// unsafe { RawMutex::unlock(&raw, guard) };
+/// assert!(raw.try_lock());
+/// unsafe { raw.unlock_fair() };
+/// assert!(!raw.is_locked());
+/// ```
+pub struct RawHq {
+    word: LockWord,
+    /// Index of the last entry of the node FIFO (a representative or a flat waiter); 0 when
+    /// nobody waits in the FIFO.
+    fifo_tail: AtomicU32,
+    /// The per-node queues, null until the first sustained contention; owned by the lock.
+    queues: AtomicPtr<NodeQueues>,
+    #[cfg(feature = "stats")]
+    stats: Counters,
+    /// Models only: contended handoffs before switching to hierarchical; 0 = always
+    /// hierarchical (see [`RawHq::new_hierarchical`]).
+    #[cfg(loom)]
+    switch_after: u32,
+}
+
+/// The per-node state of one contended lock.
+struct NodeQueues {
+    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change only.
+    mode: CachePadded<AtomicU32>,
+    /// A handoff deferred to the end of the critical section (see the state table), or 0.
+    deferred: CachePadded<AtomicU64>,
+    /// `local_tail[s]`: the last waiter of slot `s`'s local queue, 0 if none.
+    local_tail: [CachePadded<AtomicU32>; SLOTS],
+}
+
+impl NodeQueues {
+    fn new(mode: u32) -> Self {
+        NodeQueues {
+            mode: CachePadded::new(AtomicU32::new(mode)),
+            deferred: CachePadded::new(AtomicU64::new(0)),
+            local_tail: core::array::from_fn(|_| CachePadded::new(AtomicU32::new(0))),
+        }
+    }
+
+    #[inline]
+    fn is_hierarchical(&self) -> bool {
+        // Relaxed: any answer is correct (see the module docs, Modes).
+        self.mode.load(Ordering::Relaxed) == HIERARCHICAL
+    }
+
+    /// Takes the deferred handoff of `slot`, if there is one: returns `(front, payload)`.
+    fn claim_deferred(&self, slot: usize) -> Option<(u32, u32)> {
+        let d = self.deferred.load(Ordering::Relaxed);
+        if d == 0 || (d >> 56) as usize != slot {
+            return None;
+        }
+        // Acquire: pairs with the Release store in `pass_headship`; `front`'s node is visible.
+        self.deferred
+            .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        let count = (d >> 32) as u32 & COUNT_MASK;
+        Some((d as u32, handoff_payload(count, HIERARCHICAL_AFTER)))
+    }
+
+    /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, makes the FIFO
+    /// front head. Runs before the lock word is released.
+    #[inline]
+    fn hand_deferred(&self) {
+        // Relaxed: see the module docs; a claim or this unlock's CAS settles the race.
+        let d = self.deferred.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release store in `pass_headship`.
+        if d != 0
+            && self
+                .deferred
+                .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            make_head(node(d as u32), handoff_payload(0, HIERARCHICAL_AFTER));
+        }
+    }
+}
+
+/// Where an arrival queued in hierarchical mode: its slot's local queue.
+#[derive(Clone, Copy)]
+struct Local<'a> {
+    queues: &'a NodeQueues,
+    slot: usize,
+}
+
+impl RawHq {
+    /// An unlocked lock. Allocates nothing.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawHq {
+            word: LockWord::new(),
+            fifo_tail: AtomicU32::new(0),
+            queues: AtomicPtr::new(ptr::null_mut()),
+            #[cfg(feature = "stats")]
+            stats: Counters::new(),
+        }
+    }
+
+    /// An unlocked lock. Allocates nothing.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::new_switching_after(HIERARCHICAL_AFTER)
+    }
+
+    /// Models only: a lock whose per-node queues exist from the start and that stays
+    /// hierarchical.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn new_hierarchical() -> Self {
+        let mut lock = Self::new();
+        lock.switch_after = 0;
+        let queues = Box::into_raw(Box::new(NodeQueues::new(HIERARCHICAL)));
+        lock.queues.store(queues, Ordering::Release);
+        lock
+    }
+
+    /// Models only: a flat lock that turns hierarchical after `handoffs` (1 to 8)
+    /// consecutive contended handoffs.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn new_switching_after(handoffs: u32) -> Self {
+        RawHq {
+            word: LockWord::new(),
+            fifo_tail: AtomicU32::new(0),
+            queues: AtomicPtr::new(ptr::null_mut()),
+            #[cfg(feature = "stats")]
+            stats: Counters::new(),
+            switch_after: handoffs.clamp(1, HIERARCHICAL_AFTER),
+        }
+    }
+
+    /// Acquires the lock, waiting as long as needed.
+    #[inline]
+    pub fn lock(&self) {
+        // The one-CAS fast path, only while nobody waits in the FIFO: otherwise the slow path
+        // decides (steal if stealing is on, else queue). Without this check, the thread that
+        // has just unlocked could retake the lock over and over before a new head (selected
+        // but not yet running) sets `NO_STEAL`. Relaxed: a hint; a waiter arriving at the same
+        // moment may still be overtaken once.
+        if self.fifo_tail.load(Ordering::Relaxed) == 0 && self.word.try_lock_fast() {
+            #[cfg(feature = "stats")]
+            self.stats.on_acquire(Acquired::Uncontended);
+            return;
+        }
+        self.lock_slow();
+    }
+
+    /// Acquires the lock if it is free and no waiter is owed it.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let taken = self.word.try_lock_fast() || self.word.try_steal();
+        #[cfg(feature = "stats")]
+        if taken {
+            self.stats.on_acquire(Acquired::Uncontended);
+        }
+        taken
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The lock must be held (by this thread or by a guard this thread was given).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.hand_deferred();
+        self.word.unlock();
+    }
+
+    /// Releases the lock so that the next handoff goes to the node that has waited longest
+    /// (the next entry of the node FIFO), whatever the local count; no arriving thread can
+    /// steal it.
+    ///
+    /// # Safety
+    /// The lock must be held.
+    pub unsafe fn unlock_fair(&self) {
+        self.hand_deferred();
+        // Relaxed: while we hold the lock nobody leaves the FIFO (leaving needs the lock), and
+        // a local waiter always has its representative in the FIFO.
+        self.word
+            .unlock_fair(self.fifo_tail.load(Ordering::Relaxed) != 0);
+    }
+
+    /// Whether the lock is held (a snapshot).
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.word.is_locked()
+    }
+
+    /// The per-node queues, if allocated.
+    #[inline]
+    fn queues(&self) -> Option<&NodeQueues> {
+        // Acquire: pairs with the Release store in `enable_hierarchical`; the queues are
+        // initialized before we read them.
+        let queues = self.queues.load(Ordering::Acquire);
+        // SAFETY: a non-null `queues` was made by `Box::into_raw` and is freed only by `drop`,
+        // which has `&mut self`; the returned reference borrows `self`.
+        unsafe { queues.as_ref() }
+    }
+
+    #[inline]
+    fn hand_deferred(&self) {
+        if let Some(queues) = self.queues() {
+            queues.hand_deferred();
+        }
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        if tunables::stealing() && self.word.try_steal() {
+            #[cfg(feature = "stats")]
+            self.stats.on_acquire(Acquired::Stolen);
+            return;
+        }
+        qnode::with_node(|me| self.lock_queued(me), || acquire_unqueued(&self.word));
+        #[cfg(feature = "stats")]
+        self.stats.on_acquire(Acquired::Queued);
+    }
+
+    fn lock_queued(&self, me: u32) {
+        let my = node(me);
+        let numa = topology::current_node();
+        my.reset(numa as u64);
+        let local = self
+            .queues()
+            .filter(|queues| queues.is_hierarchical())
+            .map(|queues| Local {
+                queues,
+                slot: numa % SLOTS,
+            });
+        let mut head_payload = None;
+        if let Some(Local { queues, slot }) = local {
+            // (*, prev, *) → (*, me, *). AcqRel: as for the FIFO tail below.
+            let prev = queues.local_tail[slot].swap(me, Ordering::AcqRel);
+            if prev != 0 {
+                // Release: pairs with the Acquire in `wait_for_next`; `prev` may now make us
+                // head (a local handoff).
+                node(prev).next.store(me, Ordering::Release);
+                head_payload = Some(status::payload(wait_for_head(my)));
+            } else if let Some((front, payload)) = queues.claim_deferred(slot) {
+                // We are head now, standing before `front` in the FIFO. Relaxed: only we read
+                // our `fifo_next` until we hand headship on (which publishes it).
+                my.fifo_next.store(front, Ordering::Relaxed);
+                head_payload = Some(payload);
+            }
+        }
+        let payload = match head_payload {
+            Some(payload) => payload,
+            None => {
+                // A flat waiter or a representative: (prev, *, *) → (me, *, *). AcqRel:
+                // Release publishes `my.reset`; Acquire makes `prev`'s node (and its registry
+                // chunk) visible before we write its link.
+                let prev = self.fifo_tail.swap(me, Ordering::AcqRel);
+                if prev != 0 {
+                    // Release: pairs with the Acquire in `wait_for_next`.
+                    node(prev).fifo_next.store(me, Ordering::Release);
+                    status::payload(wait_for_head(my))
+                } else {
+                    0
+                }
+            }
+        };
+        // We are head. Wake the likely next head early if it sleeps: our local successor while
+        // the count allows a local handoff, else our FIFO successor.
+        let count = payload & COUNT_MASK;
+        let limit = local_handoff_limit();
+        // Acquire: pairs with the successors' Release link stores.
+        let local_next = my.next.load(Ordering::Acquire);
+        let fifo_next = my.fifo_next.load(Ordering::Acquire);
+        let likely = if local.is_some() && count + 1 < limit {
+            // With no local successor yet and a local run going on, we will likely defer:
+            // nobody to wake.
+            if local_next == 0 && count == 0 {
+                fifo_next
+            } else {
+                local_next
+            }
+        } else if fifo_next != 0 {
+            fifo_next
+        } else {
+            local_next
+        };
+        if likely != 0 {
+            prewake(node(likely));
+        }
+        let fair = self.word.acquire_as_head(|| false);
+        self.pass_headship(me, local, payload, fair, limit);
+    }
+
+    /// Leaves the queues after taking the lock: chooses the next head (steps 5 and 6 of the
+    /// module docs), or defers the choice to `unlock`.
+    fn pass_headship(
+        &self,
+        me: u32,
+        local: Option<Local<'_>>,
+        payload: u32,
+        fair: bool,
+        limit: u32,
+    ) {
+        let my = node(me);
+        let count = payload & COUNT_MASK;
+        let streak = (payload >> COUNT_BITS)
+            .saturating_add(1)
+            .min(HIERARCHICAL_AFTER);
+        let stay_local = !fair && count + 1 < limit;
+        // 5. Our local successor, if we are in a local queue.
+        let successor = local.and_then(|Local { queues, slot }| {
+            let tail = &queues.local_tail[slot];
+            // (*, me, L) → (*, 0, L). AcqRel on success as for the FIFO tail; failure means a
+            // successor swapped the local tail.
+            if tail.load(Ordering::Relaxed) == me
+                && tail
+                    .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                None
+            } else {
+                Some(wait_for_next(&my.next))
+            }
+        });
+        // 6. The FIFO. Nobody else in it: (me, *, L) → (S or 0, *, L).
+        if self.fifo_tail.load(Ordering::Relaxed) == me
+            && self
+                .fifo_tail
+                .compare_exchange(
+                    me,
+                    successor.unwrap_or(0),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            match successor {
+                // `S` is the FIFO's only entry (its `fifo_next` is still 0 from its reset).
+                Some(s) => {
+                    self.note_contended(streak);
+                    let count = if stay_local { count + 1 } else { 0 };
+                    make_head(node(s), handoff_payload(count, streak));
+                }
+                None => self.note_uncontended(),
+            }
+            return;
+        }
+        let front = wait_for_next(&my.fifo_next);
+        self.note_contended(streak);
+        match successor {
+            Some(s) if stay_local => {
+                // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
+                // `make_head`'s Release; only `S` reads it, after its Acquire in `wait_for_head`.
+                node(s).fifo_next.store(front, Ordering::Relaxed);
+                make_head(node(s), handoff_payload(count + 1, streak));
+            }
+            Some(s) => {
+                // Remote handoff; `S` re-joins the FIFO at its tail as its slot's representative
+                // (its `fifo_next` is still 0): (t, *, L) → (S, *, L). AcqRel as in
+                // `lock_queued`. `t != 0`: `front` is in the FIFO and only we can remove it.
+                let t = self.fifo_tail.swap(s, Ordering::AcqRel);
+                // Release: pairs with the Acquire in `wait_for_next`.
+                node(t).fifo_next.store(s, Ordering::Release);
+                make_head(node(front), handoff_payload(0, streak));
+            }
+            None => match local {
+                // The FIFO front is of our own slot (another representative or a flat waiter
+                // of our node): a local handoff after all. Relaxed: `front`'s owner wrote its
+                // `numa` before the Release swap that published it, which our Acquire in
+                // `wait_for_next` made visible.
+                Some(Local { slot, .. })
+                    if stay_local
+                        && node(front).numa.load(Ordering::Relaxed) as usize % SLOTS == slot =>
+                {
+                    make_head(node(front), handoff_payload(count + 1, streak));
+                }
+                Some(Local { queues, slot })
+                    if stay_local && count > 0 && queues.is_hierarchical() =>
+                {
+                    // Defer to the end of the critical section. Release: pairs with the Acquire
+                    // CAS of the claimer or of `unlock`; `front`'s node is visible to it.
+                    let deferred =
+                        u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56;
+                    queues.deferred.store(deferred, Ordering::Release);
+                }
+                _ => make_head(node(front), handoff_payload(0, streak)),
+            },
+        }
+    }
+
+    /// The holder made a contended handoff with a streak of `streak`: turn hierarchical once
+    /// contention is sustained.
+    fn note_contended(&self, streak: u32) {
+        if streak < self.switch_after() {
+            return;
+        }
+        match self.queues() {
+            Some(queues) => {
+                if !queues.is_hierarchical() {
+                    // Relaxed: see the module docs (Modes).
+                    queues.mode.store(HIERARCHICAL, Ordering::Relaxed);
+                }
+            }
+            None => {
+                let queues = Box::into_raw(Box::new(NodeQueues::new(HIERARCHICAL)));
+                // Release: pairs with the Acquire in `queues()`. Only the holder writes the
+                // pointer, so it is still null.
+                self.queues.store(queues, Ordering::Release);
+            }
+        }
+    }
+
+    /// The holder found nobody waiting: back to the plain queue lock.
+    fn note_uncontended(&self) {
+        if self.switch_after() == 0 {
+            return;
+        }
+        if let Some(queues) = self.queues()
+            && queues.is_hierarchical()
+        {
+            // Relaxed: see the module docs (Modes).
+            queues.mode.store(FLAT, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn switch_after(&self) -> u32 {
+        #[cfg(loom)]
+        {
+            self.switch_after
+        }
+        #[cfg(not(loom))]
+        {
+            HIERARCHICAL_AFTER
+        }
+    }
+}
+
+/// The local-handoff limit as a `u32` (the setter keeps it within 1..=2^24).
+#[inline]
+fn local_handoff_limit() -> u32 {
+    u32::try_from(tunables::hq_local_handoffs()).unwrap_or(u32::MAX)
+}
+
+impl Drop for RawHq {
+    fn drop(&mut self) {
+        // Acquire: pairs with the Release store in `note_contended` (`&mut self` already
+        // orders it; the Acquire keeps the reasoning local).
+        let queues = self.queues.load(Ordering::Acquire);
+        if !queues.is_null() {
+            // SAFETY: made by `Box::into_raw` and freed only here; `&mut self` means no thread
+            // can reach it any more.
+            drop(unsafe { Box::from_raw(queues) });
+        }
+    }
+}
+
+impl_raw_mutex!(RawHq);

@@ -1,0 +1,495 @@
+//! `HqMutex`-specific tests: size, locality on virtual nodes, bounded bypass of the oldest node,
+//! garbage node ids, per-node state allocation and release, and the `stats` counters.
+//!
+//! The tunables are process-wide, so every test takes `SERIAL` and restores the defaults.
+#![cfg(not(loom))]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use numa_locks::{HqMutex, topology, tunables};
+
+/// An upper bound for tests that must not hang; far above their normal run time.
+const HANG_BOUND: Duration = Duration::from_secs(120);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serializes the tests of this binary and restores the default tunables on both ends.
+struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Serial {
+    fn take() -> Self {
+        let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        tunables::reset_defaults();
+        Serial(guard)
+    }
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        tunables::reset_defaults();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A counting allocator: live bytes and allocations process-wide, allocations per thread.
+
+struct Counting;
+
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static LIVE_ALLOCS: AtomicUsize = AtomicUsize::new(0);
+/// Allocations of at least 4 KiB ever made (the per-node queues of a lock are 8 KiB).
+static BIG_ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Allocations made by this thread (const-initialized, no destructor: usable in `alloc`).
+    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note_alloc(size: usize) {
+    LIVE_BYTES.fetch_add(size, Ordering::Relaxed);
+    LIVE_ALLOCS.fetch_add(1, Ordering::Relaxed);
+    if size >= 4096 {
+        BIG_ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+    let _ = THREAD_ALLOCS.try_with(|n| n.set(n.get() + 1));
+}
+
+fn note_dealloc(size: usize) {
+    LIVE_BYTES.fetch_sub(size, Ordering::Relaxed);
+    LIVE_ALLOCS.fetch_sub(1, Ordering::Relaxed);
+}
+
+// SAFETY: forwards every call to `System` unchanged; the counters have no effect on memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is `System`'s.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            note_alloc(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            note_alloc(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note_dealloc(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            note_dealloc(layout.size());
+            note_alloc(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn thread_allocs() -> u64 {
+    THREAD_ALLOCS.with(Cell::get)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Spins for `n` pause instructions: a critical section long enough to keep the lock contended.
+fn work(n: u32) {
+    for _ in 0..n {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+#[cfg(not(feature = "stats"))]
+fn size_within_16_bytes() {
+    use numa_locks::raw::RawHq;
+    assert!(size_of::<RawHq>() <= 16, "{}", size_of::<RawHq>());
+    assert!(
+        size_of::<HqMutex<()>>() <= 16,
+        "{}",
+        size_of::<HqMutex<()>>()
+    );
+}
+
+/// What the critical section of the locality test records.
+#[derive(Default)]
+struct Handoffs {
+    acquisitions: u64,
+    local: u64,
+    remote: u64,
+    last_node: Option<usize>,
+}
+
+impl Handoffs {
+    /// Called inside the critical section: counts this acquisition against the previous one.
+    fn record(&mut self, node: usize) {
+        self.acquisitions += 1;
+        match self.last_node {
+            Some(last) if last == node => self.local += 1,
+            Some(_) => self.remote += 1,
+            None => {}
+        }
+        self.last_node = Some(node);
+    }
+}
+
+/// 8 threads on 4 virtual nodes, stealing off, the default limit of 1000 local handoffs:
+/// at most 10% of the handoffs may cross nodes.
+#[test]
+fn locality_on_4_virtual_nodes() {
+    let _serial = Serial::take();
+    tunables::set_stealing(false).unwrap();
+    let threads = 8;
+    let lock = Arc::new(HqMutex::new(Handoffs::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (lock, stop, barrier) = (lock.clone(), stop.clone(), barrier.clone());
+            thread::spawn(move || {
+                topology::set_thread_node(Some(i % 4));
+                barrier.wait();
+                let mut mine = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut g = lock.lock();
+                    g.record(topology::current_node());
+                    work(100);
+                    drop(g);
+                    mine += 1;
+                }
+                mine
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    // Run for 0.7 s, and at least until the lock has turned hierarchical and made many handoffs.
+    while start.elapsed() < Duration::from_millis(700)
+        || (lock.lock().acquisitions < 20_000 && start.elapsed() < HANG_BOUND)
+    {
+        thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let per_thread: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    #[cfg(feature = "stats")]
+    println!("{:?}", numa_locks::stats::snapshot(&lock));
+    let h = lock.lock();
+    let handoffs = h.local + h.remote;
+    assert_eq!(handoffs + 1, h.acquisitions);
+    let remote = 100.0 * h.remote as f64 / handoffs as f64;
+    println!(
+        "HQ locality: {} acquisitions, {} handoffs, {} remote ({remote:.2}%), per thread {per_thread:?}",
+        h.acquisitions, handoffs, h.remote
+    );
+    assert!(handoffs >= 1_000, "too few handoffs to judge: {handoffs}");
+    assert!(remote <= 10.0, "{remote:.2}% of handoffs crossed nodes");
+}
+
+/// With a limit of `LIMIT` local handoffs, threads of node 0 hammer the lock and a thread of
+/// node 1 arrives: it gets the lock after at most `(N0 + 1) * LIMIT` node-0 acquisitions.
+///
+/// Derivation: when the node-1 thread joins the node FIFO, each of the `N0` node-0 threads is
+/// at most one entry ahead of it (a representative, a flat waiter, or a local waiter behind
+/// one), and the holder's own run of local handoffs is in progress. Every entry's turn (and the
+/// run in progress) lasts at most `LIMIT` acquisitions: the local count travels with headship
+/// and each local handoff (a claimed deferral included) adds one; a representative whose turn
+/// ends re-joins at the FIFO's tail, behind the node-1 thread. That makes at most
+/// `N0 + 1` turns of at most `LIMIT` acquisitions. Stealing is off, so the only other way to
+/// overtake is the one-CAS fast path in the instant between a new head's selection and its
+/// first look at the lock word (after which `NO_STEAL` blocks it); on this oversubscribed
+/// machine a preempted head can see a few of those, so the assertion allows `SLACK` more.
+#[test]
+fn oldest_node_bypass_is_bounded() {
+    const LIMIT: u64 = 4;
+    const N0: usize = 3;
+    const SLACK: u64 = 2 * N0 as u64;
+    const ROUNDS: usize = 40;
+    let _serial = Serial::take();
+    tunables::set_stealing(false).unwrap();
+    tunables::set_hq_local_handoffs(LIMIT).unwrap();
+
+    struct Shared {
+        node0_acquisitions: u64,
+    }
+    let lock = Arc::new(HqMutex::new(Shared {
+        node0_acquisitions: 0,
+    }));
+    // A copy of `node0_acquisitions` that the node-1 thread can read before it locks.
+    let mirror = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let hammers: Vec<_> = (0..N0)
+        .map(|_| {
+            let (lock, mirror, stop) = (lock.clone(), mirror.clone(), stop.clone());
+            thread::spawn(move || {
+                topology::set_thread_node(Some(0));
+                while !stop.load(Ordering::Relaxed) {
+                    let mut g = lock.lock();
+                    g.node0_acquisitions += 1;
+                    mirror.store(g.node0_acquisitions, Ordering::Relaxed);
+                    work(50);
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let mut worst = 0;
+    let mut bypasses = Vec::new();
+    for _ in 0..ROUNDS {
+        // Let the node-0 threads build up a run first.
+        while mirror.load(Ordering::Relaxed) < 2_000 * (bypasses.len() as u64 + 1) {
+            assert!(
+                start.elapsed() < HANG_BOUND,
+                "node-0 threads made no progress"
+            );
+            thread::yield_now();
+        }
+        let (lock, mirror) = (lock.clone(), mirror.clone());
+        let bypassed = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            // Read before arriving, so any acquisition after the arrival is counted (and a few
+            // just before it, which only makes the check stricter).
+            let before = mirror.load(Ordering::Relaxed);
+            let g = lock.lock();
+            g.node0_acquisitions - before
+        })
+        .join()
+        .unwrap();
+        worst = worst.max(bypassed);
+        bypasses.push(bypassed);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in hammers {
+        h.join().unwrap();
+    }
+    println!("node-1 arrivals were bypassed by node 0 {bypasses:?} times (worst {worst})");
+    let bound = (N0 as u64 + 1) * LIMIT + SLACK;
+    assert!(
+        worst <= bound,
+        "bypassed {worst} times, bound {bound}: {bypasses:?}"
+    );
+    assert!(start.elapsed() < HANG_BOUND, "took {:?}", start.elapsed());
+}
+
+/// Data that is *not* thread-safe by itself: every access must be under the lock.
+struct Unprotected {
+    counter: UnsafeCell<u64>,
+    inside: AtomicBool,
+}
+// SAFETY: only accessed while the lock under test is held (that is what the test checks).
+unsafe impl Sync for Unprotected {}
+
+/// Node ids drawn at random on every call (usize::MAX, 64..1000, small ones): mutual exclusion
+/// and progress must not depend on them.
+#[test]
+fn garbage_node_ids_keep_mutual_exclusion() {
+    let _serial = Serial::take();
+    let threads = 6;
+    let iters = 20_000u64;
+    for stealing in [false, true] {
+        tunables::set_stealing(stealing).unwrap();
+        let lock = Arc::new(HqMutex::new(()));
+        let data = Arc::new(Unprotected {
+            counter: UnsafeCell::new(0),
+            inside: AtomicBool::new(false),
+        });
+        let start = Instant::now();
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (lock, data) = (lock.clone(), data.clone());
+                thread::spawn(move || {
+                    let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                    for _ in 0..iters {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let node = match rng % 5 {
+                            0 => usize::MAX,
+                            1 => 64 + (rng >> 8) as usize % 936,
+                            2 => (rng >> 8) as usize,
+                            3 => usize::MAX - (rng >> 60) as usize,
+                            _ => (rng >> 8) as usize % 4,
+                        };
+                        topology::set_thread_node(Some(node));
+                        let _g = lock.lock();
+                        assert!(
+                            !data.inside.swap(true, Ordering::Relaxed),
+                            "two threads inside the critical section"
+                        );
+                        // SAFETY: under the lock.
+                        unsafe { *data.counter.get() += 1 };
+                        work(20);
+                        data.inside.store(false, Ordering::Relaxed);
+                    }
+                    topology::set_thread_node(None);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        // SAFETY: all threads joined.
+        assert_eq!(unsafe { *data.counter.get() }, threads as u64 * iters);
+        assert!(start.elapsed() < HANG_BOUND, "took {:?}", start.elapsed());
+    }
+}
+
+/// A lock that is never contended allocates nothing.
+#[test]
+fn uncontended_lock_never_allocates() {
+    let _serial = Serial::take();
+    let before = thread_allocs();
+    {
+        let m = HqMutex::new(5u32);
+        for _ in 0..1_000 {
+            *m.lock() += 1;
+            *m.try_lock().unwrap() += 1;
+        }
+        lock_api::MutexGuard::unlock_fair(m.lock());
+        assert_eq!(*m.lock(), 2_005);
+    }
+    assert_eq!(thread_allocs(), before, "an uncontended HqMutex allocated");
+}
+
+/// Thousands of contended locks (so that their per-node queues are allocated), dropped again:
+/// live allocations return to the baseline.
+#[test]
+fn contended_locks_free_their_queues() {
+    let _serial = Serial::take();
+    tunables::set_stealing(false).unwrap();
+    const LOCKS: usize = 2_000;
+    const WORKERS: usize = 3;
+
+    // A pool of workers that contend on each lock in turn; it also warms up every thread-local
+    // and the queue-node registry before the baseline is taken.
+    let current: Arc<Mutex<Option<Arc<HqMutex<u64>>>>> = Arc::new(Mutex::new(None));
+    let go = Arc::new(Barrier::new(WORKERS + 1));
+    let done = Arc::new(Barrier::new(WORKERS + 1));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (current, go, done) = (current.clone(), go.clone(), done.clone());
+            thread::spawn(move || {
+                topology::set_thread_node(Some(w % 2));
+                loop {
+                    go.wait();
+                    let Some(lock) = current.lock().unwrap().clone() else {
+                        return;
+                    };
+                    // Contend until the lock has allocated its per-node queues (seen through
+                    // the counting allocator; this test runs alone), or for a bounded time.
+                    let big = BIG_ALLOCS.load(Ordering::SeqCst);
+                    let mut n = 0;
+                    while n < 200 || (n < 20_000 && BIG_ALLOCS.load(Ordering::SeqCst) == big) {
+                        let mut g = lock.lock();
+                        *g += 1;
+                        work(30);
+                        n += 1;
+                    }
+                    drop(lock);
+                    done.wait();
+                }
+            })
+        })
+        .collect();
+    let round = |with_baseline: bool| -> (usize, usize) {
+        let lock = Arc::new(HqMutex::new(0u64));
+        *current.lock().unwrap() = Some(lock.clone());
+        go.wait();
+        done.wait();
+        *current.lock().unwrap() = None;
+        assert!(*lock.lock() >= 200 * WORKERS as u64);
+        drop(lock);
+        if with_baseline {
+            (
+                LIVE_ALLOCS.load(Ordering::SeqCst),
+                LIVE_BYTES.load(Ordering::SeqCst),
+            )
+        } else {
+            (0, 0)
+        }
+    };
+    for _ in 0..20 {
+        round(false);
+    }
+    let (base_allocs, base_bytes) = round(true);
+    let big_before = BIG_ALLOCS.load(Ordering::SeqCst);
+    for _ in 0..LOCKS {
+        round(false);
+    }
+    let big = BIG_ALLOCS.load(Ordering::SeqCst) - big_before;
+    let (allocs, bytes) = round(true);
+    go.wait();
+    for w in workers {
+        w.join().unwrap();
+    }
+    println!(
+        "{LOCKS} contended locks: {big} per-node allocations; live allocations {base_allocs} -> {allocs}, bytes {base_bytes} -> {bytes}"
+    );
+    assert!(
+        big >= LOCKS / 2,
+        "only {big} of {LOCKS} locks allocated per-node queues: the test did not exercise them"
+    );
+    // A little slack for allocations made once by the runtime (not per lock).
+    assert!(
+        allocs <= base_allocs + 16,
+        "live allocations {base_allocs} -> {allocs}"
+    );
+    assert!(
+        bytes <= base_bytes + 16 * 1024,
+        "live bytes {base_bytes} -> {bytes}"
+    );
+}
+
+/// The `stats` counters agree with what the critical sections saw.
+#[test]
+#[cfg(feature = "stats")]
+fn stats_agree_with_the_critical_sections() {
+    let _serial = Serial::take();
+    tunables::set_stealing(false).unwrap();
+    tunables::set_hq_local_handoffs(16).unwrap();
+    let threads = 6;
+    let iters = 5_000;
+    let lock = Arc::new(HqMutex::new(Handoffs::default()));
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                topology::set_thread_node(Some(i % 3));
+                for _ in 0..iters {
+                    let mut g = lock.lock();
+                    g.record(topology::current_node());
+                    work(50);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let s = numa_locks::stats::snapshot(&lock);
+    let h = lock.lock();
+    println!("{s:?}; seen local {} remote {}", h.local, h.remote);
+    assert_eq!(s.acquisitions, threads as u64 * iters);
+    assert_eq!(h.acquisitions, s.acquisitions);
+    assert_eq!(s.handoffs_local, h.local);
+    assert_eq!(s.handoffs_remote, h.remote);
+    assert!(s.contended > 0);
+    assert_eq!(s.steals, 0);
+}
