@@ -1,0 +1,140 @@
+//! `locktorture`: McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side.
+//!
+//! For every workload, thread count and run, every chosen lock is hammered for `--duration-ms` by
+//! threads that loop "a few ns of local work, then one critical section". The harness itself
+//! counts, inside the critical section, how many handoffs crossed nodes, so every lock is measured
+//! the same way. The locks take turns within each run number (run 1 of every lock, then run 2, ...)
+//! so slow drifts of the machine affect all of them alike.
+//!
+//! ```text
+//! cargo run --release --example locktorture
+//! cargo run --release --example locktorture -- --workload kv --threads 4,8,16 --format csv
+//! cargo run --release --example locktorture -- --virtual-nodes 4 --remote-penalty-ns 200 --threads 16
+//! cargo run --release --example locktorture -- --help
+//! ```
+//!
+//! After every run the harness checks the protected data (the counters equal the number of critical
+//! sections, the free list is intact, the map still holds its keys) and reports a violation of
+//! mutual exclusion on stderr; a watchdog reports a lock that does not let the workers stop.
+//!
+//! Results go to stdout, progress and errors to stderr. Exit codes: 0 success, 1 a lock failed
+//! (mutual exclusion violated, stuck, or a thread could not be spawned), 2 bad command line.
+
+// An example's crate root resolves `mod` next to itself (examples/), so name the submodule files.
+#[path = "locktorture/cli.rs"]
+mod cli;
+#[path = "locktorture/harness.rs"]
+mod harness;
+#[path = "locktorture/report.rs"]
+mod report;
+#[path = "locktorture/workload.rs"]
+mod workload;
+
+use cli::{Command, Format, Options};
+use harness::{RunConfig, RunResult};
+use report::{Row, RowKey};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+fn main() -> ExitCode {
+    match cli::parse(std::env::args().skip(1)) {
+        Ok(Command::Help) => {
+            print!("{}", cli::USAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Run(options)) => {
+            let (rows, violations) = torture(&options);
+            match options.format {
+                Format::Table => report::print_table(&rows),
+                Format::Csv => report::print_csv(&rows),
+            }
+            if violations == 0 {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("error: {violations} run(s) broke mutual exclusion (see above)");
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            eprintln!("run with --help for usage");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs every (workload, threads, run, lock) and summarises each (lock, workload, threads).
+/// Also returns how many runs left the protected data inconsistent (each is reported on stderr).
+fn torture(options: &Options) -> (Vec<Row>, usize) {
+    let nodes = options
+        .virtual_nodes
+        .unwrap_or_else(numa_locks::topology::node_count);
+    let total =
+        options.workloads.len() * options.threads.len() * options.runs * options.locks.len();
+    let estimate = Duration::from_millis(options.duration_ms).as_secs_f64() * total as f64;
+    eprintln!(
+        "locktorture: {total} runs of {} ms, about {estimate:.1} s; {nodes} node(s){}, remote penalty {} ns",
+        options.duration_ms,
+        if options.virtual_nodes.is_some() {
+            " (virtual)"
+        } else {
+            ""
+        },
+        options.remote_penalty_ns,
+    );
+
+    let began = Instant::now();
+    let mut rows = Vec::new();
+    let mut done = 0;
+    let mut violations = 0;
+    for &workload in &options.workloads {
+        for &threads in &options.threads {
+            let config = RunConfig {
+                threads,
+                duration: Duration::from_millis(options.duration_ms),
+                virtual_nodes: options.virtual_nodes,
+                remote_penalty: Duration::from_nanos(options.remote_penalty_ns),
+            };
+            // results[i] holds the runs of options.locks[i].
+            let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); options.locks.len()];
+            for run in 1..=options.runs {
+                for (&lock, lock_results) in options.locks.iter().zip(&mut results) {
+                    done += 1;
+                    eprintln!(
+                        "[{done}/{total}] {} {} {threads} threads run {run}/{}",
+                        lock.name(),
+                        workload.name(),
+                        options.runs
+                    );
+                    let result = harness::run_once(lock, workload, &config);
+                    if let Some(violation) = &result.violation {
+                        violations += 1;
+                        eprintln!(
+                            "error: MUTUAL EXCLUSION VIOLATED: {} {} {threads} threads run {run}: \
+                             {violation}",
+                            lock.name(),
+                            workload.name()
+                        );
+                    }
+                    lock_results.push(result);
+                }
+            }
+            for (&lock, lock_results) in options.locks.iter().zip(&results) {
+                let key = RowKey {
+                    lock: lock.name(),
+                    workload: workload.name(),
+                    threads,
+                    nodes,
+                    penalty_ns: options.remote_penalty_ns,
+                };
+                rows.push(report::summarize(key, lock_results));
+            }
+        }
+    }
+    report::fill_speedups(&mut rows);
+    eprintln!(
+        "locktorture: done in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    (rows, violations)
+}

@@ -1,0 +1,209 @@
+//! Turns runs into rows (mean, deviation, fairness, handoffs) and prints them as a table or CSV.
+
+use crate::harness::RunResult;
+
+/// The CSV header, also the table's column names.
+pub const COLUMNS: [&str; 12] = [
+    "lock",
+    "workload",
+    "threads",
+    "nodes",
+    "penalty_ns",
+    "runs",
+    "ops_per_sec",
+    "stddev",
+    "speedup_vs_parking_lot",
+    "fairness_factor",
+    "max_min",
+    "remote_handoff_pct",
+];
+
+/// One output line: a (lock, workload, threads) combination summarised over its runs.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub lock: &'static str,
+    pub workload: &'static str,
+    pub threads: usize,
+    pub nodes: usize,
+    pub penalty_ns: u64,
+    pub runs: usize,
+    /// Mean over runs of (all threads' ops) / elapsed.
+    pub ops_per_sec: f64,
+    /// Sample standard deviation of the per-run ops/s (0 with one run).
+    pub stddev: f64,
+    /// `ops_per_sec` over parking_lot's, when parking_lot ran.
+    pub speedup: Option<f64>,
+    /// Mean over runs of the busiest half's share of the ops.
+    pub fairness_factor: f64,
+    /// Mean over runs of max/min per-thread ops (infinite when a thread did nothing).
+    pub max_min: f64,
+    /// Remote handoffs / handoffs over all runs, in percent (0 without handoffs).
+    pub remote_handoff_pct: f64,
+}
+
+/// The identity of a row; the statistics are filled in by [`summarize`].
+#[derive(Clone, Copy, Debug)]
+pub struct RowKey {
+    pub lock: &'static str,
+    pub workload: &'static str,
+    pub threads: usize,
+    pub nodes: usize,
+    pub penalty_ns: u64,
+}
+
+/// Summarises the runs of one (lock, workload, threads); `speedup` is left for [`fill_speedups`].
+pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
+    let rates: Vec<f64> = runs.iter().map(ops_per_sec).collect();
+    let (ops_per_sec, stddev) = mean_and_stddev(&rates);
+
+    let shapes: Vec<(f64, f64)> = runs.iter().filter_map(fairness).collect();
+    let (fairness_factor, max_min) = if shapes.is_empty() {
+        (f64::NAN, f64::NAN)
+    } else {
+        let n = shapes.len() as f64;
+        (
+            shapes.iter().map(|s| s.0).sum::<f64>() / n,
+            shapes.iter().map(|s| s.1).sum::<f64>() / n,
+        )
+    };
+
+    let counts = runs.iter().flat_map(|run| &run.per_thread);
+    let (handoffs, remote) = counts.fold((0u64, 0u64), |(h, r), c| {
+        (h + c.handoffs, r + c.remote_handoffs)
+    });
+    let remote_handoff_pct = if handoffs == 0 {
+        0.0
+    } else {
+        100.0 * remote as f64 / handoffs as f64
+    };
+
+    Row {
+        lock: key.lock,
+        workload: key.workload,
+        threads: key.threads,
+        nodes: key.nodes,
+        penalty_ns: key.penalty_ns,
+        runs: runs.len(),
+        ops_per_sec,
+        stddev,
+        speedup: None,
+        fairness_factor,
+        max_min,
+        remote_handoff_pct,
+    }
+}
+
+/// Sets every row's speedup against the parking_lot row of the same workload and thread count.
+pub fn fill_speedups(rows: &mut [Row]) {
+    let baselines: Vec<(&'static str, usize, f64)> = rows
+        .iter()
+        .filter(|row| row.lock == "parking_lot")
+        .map(|row| (row.workload, row.threads, row.ops_per_sec))
+        .collect();
+    for row in rows {
+        row.speedup = baselines
+            .iter()
+            .find(|&&(workload, threads, _)| workload == row.workload && threads == row.threads)
+            .map(|&(_, _, baseline)| row.ops_per_sec / baseline);
+    }
+}
+
+fn ops_per_sec(run: &RunResult) -> f64 {
+    let ops: u64 = run.per_thread.iter().map(|c| c.ops).sum();
+    ops as f64 / run.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
+}
+
+fn mean_and_stddev(samples: &[f64]) -> (f64, f64) {
+    let n = samples.len() as f64;
+    let mean = samples.iter().sum::<f64>() / n;
+    if samples.len() < 2 {
+        return (mean, 0.0);
+    }
+    let variance = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, variance.sqrt())
+}
+
+/// (fairness factor, max/min) of one run; `None` when no thread completed anything.
+///
+/// The fairness factor is the share of all ops done by the busiest `ceil(n/2)` threads: 0.5 when
+/// every thread did the same amount (for even n), 1.0 when the busiest half did everything.
+fn fairness(run: &RunResult) -> Option<(f64, f64)> {
+    let mut ops: Vec<u64> = run.per_thread.iter().map(|c| c.ops).collect();
+    ops.sort_unstable_by(|a, b| b.cmp(a));
+    let total: u64 = ops.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let busiest_half: u64 = ops.iter().take(ops.len().div_ceil(2)).sum();
+    let (max, min) = (ops[0], ops[ops.len() - 1]);
+    let max_min = if min == 0 {
+        f64::INFINITY
+    } else {
+        max as f64 / min as f64
+    };
+    Some((busiest_half as f64 / total as f64, max_min))
+}
+
+/// The row's cells, formatted; `missing` stands for an absent speedup.
+fn cells(row: &Row, missing: &str) -> [String; 12] {
+    [
+        row.lock.to_string(),
+        row.workload.to_string(),
+        row.threads.to_string(),
+        row.nodes.to_string(),
+        row.penalty_ns.to_string(),
+        row.runs.to_string(),
+        format!("{:.0}", row.ops_per_sec),
+        format!("{:.0}", row.stddev),
+        row.speedup
+            .map_or_else(|| missing.to_string(), |s| format!("{s:.3}")),
+        format!("{:.4}", row.fairness_factor),
+        format!("{:.3}", row.max_min),
+        format!("{:.2}", row.remote_handoff_pct),
+    ]
+}
+
+/// The header and one line per row, comma-separated; an absent speedup is an empty field.
+pub fn print_csv(rows: &[Row]) {
+    println!("{}", COLUMNS.join(","));
+    for row in rows {
+        println!("{}", cells(row, "").join(","));
+    }
+}
+
+/// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
+/// speedup is `-`. A blank line separates workloads.
+pub fn print_table(rows: &[Row]) {
+    let lines: Vec<[String; 12]> = rows.iter().map(|row| cells(row, "-")).collect();
+    let mut widths = COLUMNS.map(str::len);
+    for line in &lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let format_line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(column, (cell, width))| {
+                if column < 2 {
+                    format!("{cell:<width$}")
+                } else {
+                    format!("{cell:>width$}")
+                }
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let header: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    println!("{}", format_line(&header));
+    let mut previous_workload = None;
+    for (row, line) in rows.iter().zip(&lines) {
+        if previous_workload.is_some_and(|w| w != row.workload) {
+            println!();
+        }
+        previous_workload = Some(row.workload);
+        println!("{}", format_line(line));
+    }
+}

@@ -1,0 +1,305 @@
+//! Runs the `locktorture` example binary: bad command lines exit with code 2 and say what is wrong
+//! and what is allowed; a tiny real run prints well-formed CSV. No timing assertions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_sec,stddev,\
+                          speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct";
+
+const ALL_LOCKS: &str = "mcs, cna, hq, parking_lot, std";
+const ALL_WORKLOADS: &str = "empty, counter, kv, freelist";
+
+/// The example binary that `cargo test` builds next to the test binaries
+/// (target/<profile>/examples/locktorture), if it exists and is newer than every source it is
+/// built from. `cargo test --test locktorture_cli` alone does not rebuild examples, so an older
+/// binary may be stale; then the caller falls back to `cargo run`, which rebuilds it.
+fn example_binary() -> Option<PathBuf> {
+    let test_binary = std::env::current_exe().ok()?;
+    // target/<profile>/deps/locktorture_cli-<hash> -> target/<profile>
+    let profile_dir = test_binary.parent()?.parent()?;
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("locktorture{}", std::env::consts::EXE_SUFFIX));
+    let built = std::fs::metadata(&binary).ok()?.modified().ok()?;
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = [
+        "examples/locktorture.rs",
+        "examples/locktorture",
+        "src",
+        "Cargo.toml",
+    ];
+    let newest_source = sources
+        .iter()
+        .filter_map(|source| newest_modification(&manifest_dir.join(source)))
+        .max()?;
+    (built >= newest_source).then_some(binary)
+}
+
+/// The latest modification time of `path` or, for a directory, of anything below it.
+fn newest_modification(path: &Path) -> Option<SystemTime> {
+    let metadata = std::fs::metadata(path).ok()?;
+    if !metadata.is_dir() {
+        return metadata.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|entry| newest_modification(&entry.ok()?.path()))
+        .max()
+}
+
+/// Runs the example with `args`, through `cargo run` when the built binary is not where expected.
+fn locktorture(args: &[&str]) -> Output {
+    let mut command = match example_binary() {
+        Some(binary) => Command::new(binary),
+        None => {
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo
+                .args(["run", "--quiet", "--example", "locktorture", "--"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            cargo
+        }
+    };
+    command
+        .args(args)
+        .output()
+        .expect("cannot start the locktorture example")
+}
+
+/// Asserts exit code 2, no panic, and a stderr that contains every one of `needles`.
+fn assert_rejected(args: &[&str], needles: &[&str]) {
+    let output = locktorture(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "args {args:?}; stderr:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "args {args:?} panicked:\n{stderr}"
+    );
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "args {args:?}: stderr does not mention {needle:?}:\n{stderr}"
+        );
+    }
+    assert!(
+        output.stdout.is_empty(),
+        "args {args:?} printed results on stdout"
+    );
+}
+
+#[test]
+fn unknown_lock_is_rejected() {
+    assert_rejected(&["--locks", "mcs,foo"], &["'foo'", "--locks", ALL_LOCKS]);
+}
+
+#[test]
+fn unknown_workload_is_rejected() {
+    assert_rejected(
+        &["--workload", "counter,bar"],
+        &["'bar'", "--workload", ALL_WORKLOADS],
+    );
+}
+
+#[test]
+fn zero_threads_is_rejected() {
+    assert_rejected(&["--threads", "1,0"], &["'0'", "--threads", "1 to 1024"]);
+}
+
+#[test]
+fn empty_list_item_is_rejected() {
+    assert_rejected(
+        &["--threads", "1,,2"],
+        &["'1,,2'", "--threads", "1 to 1024"],
+    );
+    assert_rejected(&["--locks", "mcs,"], &["'mcs,'", "--locks", ALL_LOCKS]);
+}
+
+#[test]
+fn non_numeric_thread_count_is_rejected() {
+    assert_rejected(&["--threads", "a"], &["'a'", "--threads", "1 to 1024"]);
+}
+
+#[test]
+fn negative_duration_is_rejected() {
+    assert_rejected(&["--duration-ms", "-5"], &["'-5'", "--duration-ms", "1 to"]);
+    assert_rejected(&["--duration-ms=-5"], &["'-5'", "--duration-ms", "1 to"]);
+}
+
+#[test]
+fn zero_runs_and_zero_virtual_nodes_are_rejected() {
+    assert_rejected(&["--runs", "0"], &["'0'", "--runs", "1 to"]);
+    assert_rejected(
+        &["--virtual-nodes", "0"],
+        &["'0'", "--virtual-nodes", "1 to"],
+    );
+}
+
+#[test]
+fn negative_penalty_is_rejected() {
+    assert_rejected(
+        &["--remote-penalty-ns", "-1"],
+        &["'-1'", "--remote-penalty-ns", "0 to"],
+    );
+}
+
+#[test]
+fn unknown_format_is_rejected() {
+    assert_rejected(&["--format", "json"], &["'json'", "--format", "table, csv"]);
+}
+
+#[test]
+fn unknown_flag_is_rejected() {
+    assert_rejected(
+        &["--frobnicate"],
+        &["'--frobnicate'", "--locks", "--threads", "--help"],
+    );
+    assert_rejected(&["stray"], &["'stray'", "--locks"]);
+}
+
+#[test]
+fn missing_value_is_rejected() {
+    assert_rejected(&["--threads"], &["--threads", "needs a value", "1 to 1024"]);
+    assert_rejected(&["--locks"], &["--locks", "needs a value", ALL_LOCKS]);
+}
+
+#[test]
+fn help_describes_every_option() {
+    let output = locktorture(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&output.stdout);
+    for option in [
+        "--locks",
+        "--threads",
+        "--duration-ms",
+        "--runs",
+        "--workload",
+        "--virtual-nodes",
+        "--remote-penalty-ns",
+        "--format",
+        "remote_handoff_pct",
+    ] {
+        assert!(help.contains(option), "--help does not mention {option}");
+    }
+}
+
+#[test]
+fn tiny_run_prints_well_formed_csv() {
+    let output = locktorture(&[
+        "--duration-ms",
+        "20",
+        "--runs",
+        "1",
+        "--threads",
+        "1,2",
+        "--format",
+        "csv",
+        "--virtual-nodes",
+        "2",
+        "--remote-penalty-ns",
+        "100",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some(CSV_HEADER));
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5 * 2, "one row per (lock, threads):\n{stdout}");
+
+    let number = |row: &[&str], column: usize| -> f64 {
+        row[column]
+            .parse()
+            .unwrap_or_else(|_| panic!("column {column} of {row:?} is not a number"))
+    };
+    for row in &rows {
+        assert_eq!(row.len(), 12, "{row:?}");
+        assert!(
+            ["mcs", "cna", "hq", "parking_lot", "std"].contains(&row[0]),
+            "{row:?}"
+        );
+        assert_eq!(row[1], "counter", "{row:?}");
+        assert!(["1", "2"].contains(&row[2]), "{row:?}");
+        assert_eq!(row[3], "2", "nodes: {row:?}");
+        assert_eq!(row[4], "100", "penalty_ns: {row:?}");
+        assert_eq!(row[5], "1", "runs: {row:?}");
+        assert!(number(row, 6) > 0.0, "ops_per_sec: {row:?}");
+        assert!(number(row, 7) >= 0.0, "stddev: {row:?}");
+        assert!(number(row, 8) > 0.0, "speedup: {row:?}");
+        let fairness = number(row, 9);
+        assert!((0.5..=1.0).contains(&fairness), "fairness_factor: {row:?}");
+        assert!(number(row, 10) >= 1.0, "max_min: {row:?}");
+        let remote = number(row, 11);
+        assert!(
+            (0.0..=100.0).contains(&remote),
+            "remote_handoff_pct: {row:?}"
+        );
+    }
+}
+
+#[test]
+fn speedup_is_empty_without_parking_lot() {
+    let output = locktorture(&[
+        "--locks",
+        "mcs,std",
+        "--duration-ms",
+        "5",
+        "--runs",
+        "1",
+        "--threads",
+        "1",
+        "--workload",
+        "empty",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for row in rows {
+        assert_eq!(row[8], "", "speedup without parking_lot: {row:?}");
+    }
+}
+
+#[test]
+fn every_workload_runs_and_keeps_its_data_consistent() {
+    let output = locktorture(&[
+        "--workload",
+        "empty,counter,kv,freelist",
+        "--duration-ms",
+        "10",
+        "--runs",
+        "1",
+        "--threads",
+        "2",
+        "--format",
+        "csv",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Exit code 1 and "MUTUAL EXCLUSION VIOLATED" on stderr if a check after a run failed.
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let workloads: Vec<&str> = stdout
+        .lines()
+        .skip(1)
+        .map(|line| line.split(',').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(workloads.len(), 5 * 4, "{stdout}");
+    for workload in ["empty", "counter", "kv", "freelist"] {
+        assert_eq!(
+            workloads.iter().filter(|&&w| w == workload).count(),
+            5,
+            "{stdout}"
+        );
+    }
+}
