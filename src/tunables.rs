@@ -90,13 +90,7 @@ fn check_duration(
 /// Sets how long a waiter spins before it parks (default [`DEFAULT_SPIN_TIME`]).
 /// Allowed: 0 (park at once) to 1 s.
 pub fn set_spin_time(value: Duration) -> Result<(), TunableError> {
-    let ns = check_duration(
-        "spin_time",
-        value,
-        Duration::ZERO,
-        MAX_SPIN_TIME,
-        "0 to 1s",
-    )?;
+    let ns = check_duration("spin_time", value, Duration::ZERO, MAX_SPIN_TIME, "0 to 1s")?;
     SPIN_NS.store(ns, Relaxed);
     Ok(())
 }

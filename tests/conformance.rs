@@ -60,10 +60,14 @@ pub fn mutual_exclusion<R: RawMutex + Send + Sync + 'static>(threads: usize, ite
 pub fn try_lock_semantics<R: RawMutex + Send + Sync + 'static>() {
     let lock = Arc::new(Mutex::<R, u32>::new(0));
     {
-        let g = lock.try_lock().expect("try_lock on a free lock must succeed");
+        let g = lock
+            .try_lock()
+            .expect("try_lock on a free lock must succeed");
         assert!(lock.is_locked());
         let other = lock.clone();
-        let got = thread::spawn(move || other.try_lock().is_some()).join().unwrap();
+        let got = thread::spawn(move || other.try_lock().is_some())
+            .join()
+            .unwrap();
         assert!(!got, "try_lock on a held lock must fail");
         assert!(lock.try_lock().is_none(), "not reentrant");
         drop(g);
@@ -206,7 +210,10 @@ pub fn fair_unlock<R: RawMutexFair + Send + Sync + 'static>() {
         h.join().unwrap();
     }
     assert_eq!(*lock.lock(), 8_000);
-    assert!(lock.try_lock().is_some(), "a fair unlock must not leave the lock reserved");
+    assert!(
+        lock.try_lock().is_some(),
+        "a fair unlock must not leave the lock reserved"
+    );
 }
 
 /// A lock taken inside a thread-local destructor (the thread's own queue node may be gone).
@@ -265,7 +272,8 @@ pub fn no_starvation<R: RawMutex + Send + Sync + 'static>() {
     let lock = Arc::new(Mutex::<R, u64>::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(threads + 1));
-    let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..threads).map(|_| AtomicUsize::new(0)).collect());
+    let counts: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..threads).map(|_| AtomicUsize::new(0)).collect());
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (lock, stop, barrier, counts) =
