@@ -33,6 +33,8 @@ pub(crate) struct QNode {
     pub(crate) secondary_since: AtomicU64,
     /// HQ: the next representative in the lock's FIFO of NUMA nodes, 0 if none yet.
     pub(crate) fifo_next: AtomicU32,
+    /// CNA proxies only (see [`take_proxy`]): 1 while the proxy stands in a lock's queue.
+    pub(crate) proxy_busy: AtomicU32,
 }
 
 /// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.
@@ -84,6 +86,7 @@ impl QNode {
             secondary_tail: AtomicU32::new(0),
             secondary_since: AtomicU64::new(0),
             fifo_next: AtomicU32::new(0),
+            proxy_busy: AtomicU32::new(0),
         }
     }
 
@@ -127,6 +130,56 @@ pub(crate) fn with_node<R>(queued: impl FnOnce(u32) -> R, unqueued: impl FnOnce(
             match spare.0 {
                 Some(index) => queued(index),
                 None => unqueued(),
+            }
+        }
+    }
+}
+
+/// Takes the calling thread's **proxy** node, if it is free: a second node per thread that a
+/// CNA lock holder leaves standing in the queue in its place when it defers its handoff to
+/// `unlock` (see `raw/cna.rs`). The holder itself then owns no node, as every lock requires.
+///
+/// The proxy is busy from this call until [`release_proxy`], which the unlocking thread (not
+/// necessarily this one) calls when the proxy has left the queue. Returns `None` while it is
+/// busy (a second deferred CNA lock held at the same time), in a thread-local destructor, or when
+/// no node can be had.
+pub(crate) fn take_proxy() -> Option<u32> {
+    thread_local! {
+        static PROXY: ProxySlot = ProxySlot(registry::acquire());
+    }
+    let index = PROXY.try_with(|slot| slot.0).ok().flatten()?;
+    let proxy = node(index);
+    // Acquire: pairs with the Release in `release_proxy`; the last user is done with it.
+    if proxy.proxy_busy.load(Ordering::Acquire) != 0 {
+        return None;
+    }
+    // Relaxed: only this thread sets the flag; the lock word publishes the proxy to its user.
+    proxy.proxy_busy.store(1, Ordering::Relaxed);
+    Some(index)
+}
+
+/// Returns a proxy taken by [`take_proxy`] to its owner thread.
+pub(crate) fn release_proxy(index: u32) {
+    // Release: our last accesses to the proxy happen before its owner reuses it.
+    node(index).proxy_busy.store(0, Ordering::Release);
+}
+
+/// A thread's proxy index. On thread exit it goes back to the registry only if no lock still
+/// uses it (a deferred CNA lock whose guard was moved to another thread, or forgotten); a proxy
+/// still in use is left to that lock, which is at worst a leaked 128-byte node.
+struct ProxySlot(Option<u32>);
+
+impl Drop for ProxySlot {
+    fn drop(&mut self) {
+        // Under loom indices are never reused, and the main thread's slot is dropped after the
+        // execution's registry is gone (see the loom registry).
+        if cfg!(loom) {
+            return;
+        }
+        if let Some(index) = self.0 {
+            // Acquire: pairs with the Release in `release_proxy`.
+            if node(index).proxy_busy.load(Ordering::Acquire) == 0 {
+                registry::release(index);
             }
         }
     }

@@ -120,13 +120,15 @@ fn locality_on_four_virtual_nodes() {
     assert!(cna.total > 1_000 && mcs.total > 1_000);
     // MCS hands over in FIFO order: with 4 nodes, about 3 handoffs in 4 cross nodes.
     assert!(mcs.remote_pct() >= 60.0, "mcs: {:.1}%", mcs.remote_pct());
-    // The target for CNA is at most 10%. It is NOT met with 2 threads per node on this
-    // machine: the only other waiter of the holder's node is usually the previous holder, which
-    // re-queues just as the head takes the lock, so the head often finds no local successor and
-    // must flush (as the kernel's CNA does). What this run guarantees is that CNA keeps a clear
-    // majority of the handoffs MCS makes across nodes within a node.
+    // The target for CNA is at most 10%; on this 2-core machine CNA measures about
+    // 15-25% here. With 2 threads per node, the only other waiter of the holder's node is the
+    // previous holder, which must re-queue (and be scheduled to do so) before the handoff is
+    // decided; the deferred handoff moves that decision to the end of the critical section,
+    // but the critical section yields the CPU and the scheduler does not always run that
+    // thread in time. What this asserts is the mechanism: CNA keeps at least half of the
+    // handoffs that MCS makes across nodes within a node.
     assert!(
-        cna.remote_pct() <= mcs.remote_pct() * 0.7,
+        cna.remote_pct() <= mcs.remote_pct() * 0.5,
         "cna: {:.1}%, mcs: {:.1}%",
         cna.remote_pct(),
         mcs.remote_pct()

@@ -216,3 +216,16 @@ fn cna_move_to_secondary_then_splice() {
     });
     assert_secondary_reached();
 }
+
+#[test]
+fn cna_deferred_handoff() {
+    // Two threads of node 0 and one of node 1, two rounds each: a head whose successor is
+    // remote defers its choice to `unlock` behind its proxy node, and the unlock then finds
+    // the other node-0 thread re-queued (or not) and hands over from the proxy. The proxy is
+    // reused across rounds, so its release and re-take are checked too.
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        contend!(RawCna, 3usize, 2usize, |t: usize| usize::from(t == 2), 0)
+    });
+}

@@ -33,7 +33,22 @@
 //! - a secondary queue exists and (it is older than the flush threshold, or `unlock_fair` asked,
 //!   or our successor is not on our node): **flush**: link `secondary_tail.next = successor` and
 //!   make the secondary queue's first node head, with no payload (the preferred node changes);
+//! - the successor is remote, no flush is due, and the queue is contended (see shuffle
+//!   reduction): **defer** the choice to `unlock` (below);
 //! - otherwise make the successor head, handing it the secondary queue.
+//!
+//! Deferred handoff (ours, after the cohort locks; `RawHq` does the same): when the successor
+//! is remote but the lock is busy enough to reorder, the head does not choose yet. The previous
+//! holder of its node, often the only other local waiter, released the lock a moment ago and
+//! is about to queue again; by the end of our critical section it usually has. So the head
+//! leaves a **proxy** node in its place at the head of the queue (its thread's second node,
+//! `qnode::take_proxy`), carrying our node id and the secondary queue in the proxy's `HEAD`
+//! status, and records the proxy's index in the lock word's upper bits. `unlock` (by whichever
+//! thread releases the lock, before it releases it) reorders from the proxy and chooses the next
+//! head exactly as above, then gives the proxy back. The holder still owns no node, so nested
+//! locking and guards moved to other threads work as for every lock; a second CNA lock held
+//! while the proxy is busy simply does not defer. The proxy is never the tail (it stands before
+//! the linked successor), so arrivals never link to it.
 //!
 //! Shuffle reduction: with no secondary queue, the head reorders only with probability 1/128,
 //! which keeps light contention as cheap as MCS; once a secondary queue exists, or two or more
@@ -137,6 +152,9 @@ impl RawCna {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        if self.word.has_proxy() {
+            self.hand_from_proxy(false);
+        }
         self.word.unlock();
     }
 
@@ -147,6 +165,9 @@ impl RawCna {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        if self.word.has_proxy() {
+            self.hand_from_proxy(true);
+        }
         self.word
             .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
     }
@@ -210,13 +231,35 @@ impl RawCna {
             self.order_queue(me, numa, &mut secondary, &mut walk);
         }
         #[cfg(feature = "stats")]
-        let flushed = self.pass_headship(me, numa, secondary, fair);
+        let flushed = self.pass_headship(me, numa, secondary, fair, reorder);
         #[cfg(not(feature = "stats"))]
-        self.pass_headship(me, numa, secondary, fair);
+        self.pass_headship(me, numa, secondary, fair, reorder);
         #[cfg(feature = "stats")]
         if flushed {
             self.stats.on_flush();
         }
+    }
+
+    /// `unlock`'s part of a deferred handoff: the holder left a proxy node in the queue (see
+    /// the module docs); reorder from it now that the critical section is over, choose the next
+    /// head as the holder would have, and give the proxy back. Runs before the lock word is
+    /// released, by whichever thread unlocks.
+    #[cold]
+    fn hand_from_proxy(&self, fair: bool) {
+        let proxy = self.word.take_recorded_proxy();
+        let p = node(proxy);
+        // Relaxed: written by the holder before `record_proxy`; we hold the lock it held.
+        let numa = p.numa.load(Ordering::Relaxed);
+        let mut secondary = status::payload(p.status.load(Ordering::Relaxed));
+        self.order_queue(proxy, numa, &mut secondary, &mut Walk { cursor: 0 });
+        let flushed = self.pass_headship(proxy, numa, secondary, fair, false);
+        qnode::release_proxy(proxy);
+        #[cfg(feature = "stats")]
+        if flushed {
+            self.stats.on_flush();
+        }
+        #[cfg(not(feature = "stats"))]
+        let _ = flushed;
     }
 
     /// One step of the head's reordering. Returns `true` to be called again (nothing conclusive
@@ -264,7 +307,14 @@ impl RawCna {
 
     /// Chooses the next head after we took the lock (see the module docs). Returns whether the
     /// secondary queue was flushed or spliced back.
-    fn pass_headship(&self, me: u32, numa: u64, secondary: u32, fair: bool) -> bool {
+    fn pass_headship(
+        &self,
+        me: u32,
+        numa: u64,
+        secondary: u32,
+        fair: bool,
+        may_defer: bool,
+    ) -> bool {
         let my = node(me);
         let mut next = my.next.load(Ordering::Acquire);
         if next == 0 {
@@ -289,18 +339,36 @@ impl RawCna {
             }
             next = wait_for_next(&my.next);
         }
-        if secondary != 0 {
+        let next_is_local = node(next).numa.load(Ordering::Relaxed) == numa;
+        let flush_due = secondary != 0
+            && (fair
+                || now_ns()
+                    .saturating_sub(node(secondary).secondary_since.load(Ordering::Relaxed))
+                    >= tunables::cna_flush_ns());
+        if !next_is_local
+            && !flush_due
+            && !fair
+            && may_defer
+            && let Some(proxy) = qnode::take_proxy()
+        {
+            // Defer: the proxy takes our place at the head of the queue, holding the secondary
+            // queue, and `unlock` chooses the next head. Relaxed: the lock publishes these to
+            // the unlocking thread (see `LockWord::record_proxy`).
+            let p = node(proxy);
+            p.next.store(next, Ordering::Relaxed);
+            p.numa.store(numa, Ordering::Relaxed);
+            p.status
+                .store(status::head_with(secondary), Ordering::Relaxed);
+            self.word.record_proxy(proxy);
+            return false;
+        }
+        if secondary != 0 && (flush_due || !next_is_local) {
+            // Flush: the secondary queue goes first, then the rest of the main queue.
             let head = node(secondary);
-            let flush = fair
-                || node(next).numa.load(Ordering::Relaxed) != numa
-                || now_ns().saturating_sub(head.secondary_since.load(Ordering::Relaxed))
-                    >= tunables::cna_flush_ns();
-            if flush {
-                let secondary_tail = head.secondary_tail.load(Ordering::Relaxed);
-                node(secondary_tail).next.store(next, Ordering::Relaxed);
-                self.word.hand_to(head, 0);
-                return true;
-            }
+            let secondary_tail = head.secondary_tail.load(Ordering::Relaxed);
+            node(secondary_tail).next.store(next, Ordering::Relaxed);
+            self.word.hand_to(head, 0);
+            return true;
         }
         self.word.hand_to(node(next), secondary);
         false

@@ -36,6 +36,8 @@ use crate::wait::{self, SpinBudget};
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
 ///
+/// | `LOCKED \| proxy << PROXY_SHIFT` | held; CNA only: the holder deferred its handoff and left the proxy node `proxy` in the queue (only the holder writes these bits) |
+///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
 ///
 /// Transitions (who performs them):
@@ -61,6 +63,9 @@ const LOCKED: u32 = 1;
 const PARKED: u32 = 2;
 const NO_STEAL: u32 = 4;
 const FAIR: u32 = 8;
+/// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
+const PROXY_SHIFT: u32 = 4;
+const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
 
 impl LockWord {
     #[cfg(not(loom))]
@@ -143,6 +148,29 @@ impl LockWord {
         if s & PARKED != 0 {
             wait::unpark(word);
         }
+    }
+
+    /// The holder records a proxy node standing in the queue for it (CNA's deferred handoff):
+    /// `x → x | proxy << PROXY_SHIFT`. Relaxed: only the holder writes these bits, and only a
+    /// thread that holds the lock (the holder, or one it passed the guard to, which implies
+    /// happens-before) reads them back, in `take_recorded_proxy`.
+    #[inline]
+    pub(crate) fn record_proxy(&self, proxy: u32) {
+        debug_assert!(proxy != 0 && proxy <= u32::MAX >> PROXY_SHIFT);
+        self.state.fetch_or(proxy << PROXY_SHIFT, Ordering::Relaxed);
+    }
+
+    /// Whether the holder left a proxy node in the queue (a snapshot; exact for the holder).
+    #[inline]
+    pub(crate) fn has_proxy(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & !FLAGS != 0
+    }
+
+    /// Clears and returns the proxy index recorded by [`record_proxy`](Self::record_proxy) (0 if none). Called by the
+    /// thread that holds the lock, before it releases it. Relaxed: see `record_proxy`.
+    #[inline]
+    pub(crate) fn take_recorded_proxy(&self) -> u32 {
+        self.state.fetch_and(FLAGS, Ordering::Relaxed) >> PROXY_SHIFT
     }
 
     #[inline]
