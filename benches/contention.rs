@@ -14,6 +14,12 @@
 //!   the lock; a thread whose turn it is not unlocks and retries); time per round trip, i.e. two
 //!   handoffs. Compare with `cache_line` to see what each handoff costs beyond the data transfer.
 //!
+//! - `handoff_no_steal/<lock>`: this crate's locks only, 2 threads, stealing off
+//!   (`tunables::set_stealing(false)`): every acquisition waits its turn in the queue, so the
+//!   lock alternates between the threads and nearly every acquisition is a handoff; time per
+//!   acquisition, i.e. per handoff. Half of `pingpong/cache_line` (one one-way transfer) is the
+//!   physical reference.
+//!
 //! ```text
 //! cargo bench --bench contention                 # everything, about 5 minutes on 2 cores
 //! cargo bench --bench contention -- contended/   # one group
@@ -287,6 +293,29 @@ fn pingpong_lock<L: BenchLock>(name: &str, group: &mut Group<'_>) {
     group.bench_function(name, |b| b.iter_custom(lock_round_trips::<L>));
 }
 
+fn handoff_no_steal_lock<L: BenchLock>(name: &str, group: &mut Group<'_>) {
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            numa_locks::tunables::set_stealing(false).expect("always valid");
+            let elapsed = contended_run::<L>(2, iters, 0);
+            numa_locks::tunables::reset_defaults();
+            elapsed
+        })
+    });
+}
+
+fn handoff_no_steal(c: &mut Criterion) {
+    let mut group = c.benchmark_group("handoff_no_steal");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(20)
+        .throughput(Throughput::Elements(1));
+    handoff_no_steal_lock::<McsMutex<u64>>("mcs", &mut group);
+    handoff_no_steal_lock::<CnaMutex<u64>>("cna", &mut group);
+    handoff_no_steal_lock::<HqMutex<u64>>("hq", &mut group);
+    group.finish();
+}
+
 fn pingpong(c: &mut Criterion) {
     let mut group = c.benchmark_group("pingpong");
     group.sampling_mode(SamplingMode::Flat).sample_size(20);
@@ -305,6 +334,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = uncontended, contended, cs_length, pingpong
+    targets = uncontended, contended, cs_length, pingpong, handoff_no_steal
 }
 criterion_main!(benches);
