@@ -152,10 +152,18 @@ impl RawCna {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        // The fast path fails if a proxy is recorded (the word is not exactly LOCKED).
+        if !self.word.try_unlock_fast() {
+            self.unlock_slow();
+        }
+    }
+
+    #[cold]
+    fn unlock_slow(&self) {
         if self.word.has_proxy() {
             self.hand_from_proxy(false);
         }
-        self.word.unlock();
+        self.word.unlock_slow();
     }
 
     /// Releases the lock so that no arriving thread can steal it, and makes the queue head's

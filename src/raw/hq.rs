@@ -56,10 +56,11 @@
 //! # Transitions, as (fifo tail, local tail of slot s, lock word)
 //!
 //! Acquisition:
-//! 1. fast path, only while `fifo_tail == 0`: `(0, *, 0) → (0, *, LOCKED)`; steal (slow path,
-//!    stealing on, `NO_STEAL` clear): `(*, *, free) → (*, *, LOCKED)`, as in `RawMcs`. With
-//!    stealing off, a thread that sees waiters always queues, even in the instant between a
-//!    new head's selection and its first look at the lock word (when `NO_STEAL` is not yet set);
+//! 1. fast path: `(*, *, 0) → (*, *, LOCKED)`; steal (slow path, stealing on, `NO_STEAL`
+//!    clear): `(*, *, free) → (*, *, LOCKED)`, as in `RawMcs`. With stealing off, every handoff
+//!    goes through `LockWord::hand_to`, which sets `NO_STEAL` until the new head has the lock,
+//!    so a thread that finds waiters queues, even in the instant between a new head's selection
+//!    and its first look at the lock word;
 //! 2. flat waiter (mode `FLAT`, or `queues` null): `(prev, *, *) → (me, *, *)` by swap; link
 //!    `prev.fifo_next = me` and wait for headship if `prev != 0`;
 //! 3. hierarchical arrival: `(*, prev, *) → (*, me, *)` by swap; if `prev != 0`, link
@@ -112,12 +113,11 @@
 //! - Tail swaps (`fifo_tail`, `local_tail`) are `AcqRel`: Release publishes the arrival's
 //!   `reset` node; Acquire makes the predecessor's node visible before we write its link.
 //! - Link stores (`fifo_next`, `next`) are `Release`, paired with the `Acquire` in
-//!   `wait_for_next`; `S.fifo_next = F` is `Relaxed` because `make_head(S)` (Release, paired
+//!   `wait_for_next`; `S.fifo_next = F` is `Relaxed` because handing headship to `S`
+//!   (`make_head`'s Release swap, paired
 //!   with the Acquire in `wait_for_head`) publishes it, and only `S` reads it.
 //! - Tail CASes `me → 0` / `me → S` are `AcqRel` like `RawMcs`: `me → S` publishes `S` (whose node
 //!   we acquired through `me.next`) to the arrival that will swap it out of `fifo_tail`.
-//! - The fast path's load of `fifo_tail` is `Relaxed`: it only steers the thread to the slow
-//!   path; a waiter arriving at the same moment may be overtaken once, as with any lock.
 //! - `queues` is stored `Release` once and loaded `Acquire` by arrivals: the `NodeQueues` are
 //!   initialized before anyone can reach them. `mode` is `Relaxed` everywhere: correctness does not
 //!   depend on which mode an arrival sees (see Modes), and the holders, its only writers, are
@@ -133,7 +133,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::qnode::{self, node, status};
 use crate::raw::{
-    LockWord, acquire_unqueued, impl_raw_mutex, make_head, prewake, wait_for_head, wait_for_next,
+    LockWord, acquire_unqueued, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
 };
 #[cfg(feature = "stats")]
 use crate::stats::{Acquired, Counters};
@@ -242,7 +242,7 @@ impl NodeQueues {
     /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, makes the FIFO
     /// front head. Runs before the lock word is released.
     #[inline]
-    fn hand_deferred(&self) {
+    fn hand_deferred(&self, word: &LockWord) {
         // Relaxed: see the module docs; a claim or this unlock's CAS settles the race.
         let d = self.deferred.load(Ordering::Relaxed);
         // Acquire: pairs with the Release store in `pass_headship`.
@@ -252,7 +252,7 @@ impl NodeQueues {
                 .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         {
-            make_head(node(d as u32), handoff_payload(0, HIERARCHICAL_AFTER));
+            word.hand_to(node(d as u32), handoff_payload(0, HIERARCHICAL_AFTER));
         }
     }
 }
@@ -313,12 +313,9 @@ impl RawHq {
     /// Acquires the lock, waiting as long as needed.
     #[inline]
     pub fn lock(&self) {
-        // The one-CAS fast path, only while nobody waits in the FIFO: otherwise the slow path
-        // decides (steal if stealing is on, else queue). Without this check, the thread that
-        // has just unlocked could retake the lock over and over before a new head (selected
-        // but not yet running) sets `NO_STEAL`. Relaxed: a hint; a waiter arriving at the same
-        // moment may still be overtaken once.
-        if self.fifo_tail.load(Ordering::Relaxed) == 0 && self.word.try_lock_fast() {
+        // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`) sets
+        // `NO_STEAL` until the new head has the lock, so this CAS cannot jump the queue.
+        if self.word.try_lock_fast() {
             #[cfg(feature = "stats")]
             self.stats.on_acquire(Acquired::Uncontended);
             return;
@@ -381,7 +378,7 @@ impl RawHq {
     #[inline]
     fn hand_deferred(&self) {
         if let Some(queues) = self.queues() {
-            queues.hand_deferred();
+            queues.hand_deferred(&self.word);
         }
     }
 
@@ -515,7 +512,7 @@ impl RawHq {
                 Some(s) => {
                     self.note_contended(streak);
                     let count = if stay_local { count + 1 } else { 0 };
-                    make_head(node(s), handoff_payload(count, streak));
+                    self.word.hand_to(node(s), handoff_payload(count, streak));
                 }
                 None => self.note_uncontended(),
             }
@@ -528,7 +525,8 @@ impl RawHq {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
                 // `make_head`'s Release; only `S` reads it, after its Acquire in `wait_for_head`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
-                make_head(node(s), handoff_payload(count + 1, streak));
+                self.word
+                    .hand_to(node(s), handoff_payload(count + 1, streak));
             }
             Some(s) => {
                 // Remote handoff; `S` re-joins the FIFO at its tail as its slot's representative
@@ -537,7 +535,7 @@ impl RawHq {
                 let t = self.fifo_tail.swap(s, Ordering::AcqRel);
                 // Release: pairs with the Acquire in `wait_for_next`.
                 node(t).fifo_next.store(s, Ordering::Release);
-                make_head(node(front), handoff_payload(0, streak));
+                self.word.hand_to(node(front), handoff_payload(0, streak));
             }
             None => match local {
                 // The FIFO front is of our own slot (another representative or a flat waiter
@@ -548,7 +546,8 @@ impl RawHq {
                     if stay_local
                         && node(front).numa.load(Ordering::Relaxed) as usize % SLOTS == slot =>
                 {
-                    make_head(node(front), handoff_payload(count + 1, streak));
+                    self.word
+                        .hand_to(node(front), handoff_payload(count + 1, streak));
                 }
                 Some(Local { queues, slot })
                     if stay_local && count > 0 && queues.is_hierarchical() =>
@@ -559,7 +558,7 @@ impl RawHq {
                         u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56;
                     queues.deferred.store(deferred, Ordering::Release);
                 }
-                _ => make_head(node(front), handoff_payload(0, streak)),
+                _ => self.word.hand_to(node(front), handoff_payload(0, streak)),
             },
         }
     }

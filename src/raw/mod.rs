@@ -32,7 +32,6 @@ use crate::wait::{self, SpinBudget};
 /// | `0`                           | free; stealing allowed                                         |
 /// | `LOCKED`                      | held                                                           |
 /// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
-/// | `PARKED`                      | free; the head was asleep and an unlock is waking it (transient) |
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
 ///
@@ -48,12 +47,16 @@ use crate::wait::{self, SpinBudget};
 /// - queue head, when it has been overtaken too long or stealing is off: `x → x | NO_STEAL`;
 /// - the holder, handing headship to a successor while stealing is off: `x → x | NO_STEAL`;
 /// - queue head, before sleeping: `x → x | PARKED` (only while `LOCKED`, so an unlock follows);
-/// - unlock: `x → x - LOCKED` (fetch_sub, Release), then wake if `PARKED` was set;
-/// - unlock_fair with waiters queued: `x → (x - LOCKED) | NO_STEAL | FAIR` (CAS, Release), then
-///   wake if `PARKED` was set.
+/// - unlock: `LOCKED → 0` (one CAS, Release) in the common case; otherwise
+///   `x → x - LOCKED - PARKED` (CAS loop, Release), then wake if `PARKED` was set. Clearing
+///   `PARKED` with the wake matters: if a stealer retakes the lock before the woken head runs,
+///   its unlock must not pay for another wake (the head sets `PARKED` again if it sleeps again);
+/// - unlock_fair with waiters queued: `x → (x - LOCKED - PARKED) | NO_STEAL | FAIR` (CAS,
+///   Release), then wake if `PARKED` was set.
 ///
-/// Only the queue head ever sleeps on the lock word, and only the head clears `PARKED`: any unlock
-/// that frees the lock while `PARKED` is set issues a wake, so the head cannot sleep through a
+/// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `LOCKED`
+/// (by the head) and cleared by the unlock that wakes it (or by the head's acquisition): any
+/// unlock that frees the lock while `PARKED` is set issues a wake, so the head cannot sleep through a
 /// release (see `wait.rs` for why a wake cannot be lost).
 pub(crate) struct LockWord {
     state: AtomicU32,
@@ -111,14 +114,42 @@ impl LockWord {
         false
     }
 
-    /// Releases the lock: `x → x - LOCKED`, and wakes the queue head if it sleeps.
+    /// Releases the lock and wakes the queue head if it sleeps.
     #[inline(always)]
     pub(crate) fn unlock(&self) {
+        if !self.try_unlock_fast() {
+            self.unlock_slow();
+        }
+    }
+
+    /// The common unlock: `LOCKED → 0`, which fails if any flag (or a CNA proxy) is set.
+    /// Release: publishes the critical section to the next holder (pairs with the Acquire of
+    /// every acquiring CAS).
+    #[inline(always)]
+    pub(crate) fn try_unlock_fast(&self) -> bool {
+        self.state
+            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Releases the lock when flags are set: `x → x - LOCKED - PARKED`, then wakes the head if
+    /// `PARKED` was set. The caller holds the lock, so `LOCKED` is set and only we clear it.
+    #[cold]
+    pub(crate) fn unlock_slow(&self) {
         let word: *const AtomicU32 = &self.state;
-        // Release: publishes the critical section to the next holder (pairs with the Acquire of
-        // every acquiring CAS). fetch_sub cannot underflow: the caller holds the lock, so LOCKED
-        // is set, and nobody else clears it.
-        let s = self.state.fetch_sub(LOCKED, Ordering::Release);
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            // Release: as in `try_unlock_fast`.
+            match self.state.compare_exchange_weak(
+                s,
+                (s - LOCKED) & !PARKED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
         if s & PARKED != 0 {
             wait::unpark(word);
         }
@@ -135,7 +166,7 @@ impl LockWord {
         let word: *const AtomicU32 = &self.state;
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
-            let fair = (s - LOCKED) | NO_STEAL | FAIR;
+            let fair = ((s - LOCKED) & !PARKED) | NO_STEAL | FAIR;
             // Release: as in `unlock`.
             match self
                 .state
@@ -190,7 +221,7 @@ impl LockWord {
     pub(crate) fn acquire_as_head(&self, mut while_busy: impl FnMut() -> bool) -> bool {
         let stealing = tunables::stealing();
         let since = if stealing { now_ns() } else { 0 };
-        let mut budget = SpinBudget::new();
+        let mut budget = SpinBudget::with_backoff();
         let mut busy_work = true;
         loop {
             let s = self.state.load(Ordering::Relaxed);
@@ -223,7 +254,7 @@ impl LockWord {
             }
             // (LOCKED, x) → (LOCKED, x | PARKED), then sleep while the word is unchanged.
             wait::announce_and_park(&self.state, s, PARKED);
-            budget = SpinBudget::new();
+            budget = SpinBudget::with_backoff();
         }
     }
 
