@@ -103,10 +103,11 @@ fn size_is_one_word() {
 fn locality_on_four_virtual_nodes() {
     let _s = serial();
     tunables::set_stealing(false).unwrap();
-    // Handoffs on this machine take microseconds (threads sleep and wake), so the default 1 ms
-    // flush threshold would be only ~50 handoffs; after each flush, shuffle reduction leaves the
-    // queue in FIFO order for ~128 handoffs on average. A 100 ms threshold measures what a
-    // multi-socket server sees with the default (thousands of local handoffs per flush).
+    // Handoffs here take tens of microseconds (the critical section yields, threads sleep and
+    // wake), so the default 1 ms flush threshold would be only ~40 handoffs, and every flush
+    // hands the lock across nodes a few times. A 100 ms threshold keeps the ratio of flush
+    // interval to handoff time that a multi-socket server sees with the default (thousands of
+    // local handoffs per flush); `bounded_bypass_of_remote_waiter` tests the flush itself.
     tunables::set_cna_flush_threshold(Duration::from_millis(100)).unwrap();
     let cna = locality_run::<RawCna>(8, 4, Duration::from_millis(500));
     let mcs = locality_run::<RawMcs>(8, 4, Duration::from_millis(500));
@@ -120,19 +121,7 @@ fn locality_on_four_virtual_nodes() {
     assert!(cna.total > 1_000 && mcs.total > 1_000);
     // MCS hands over in FIFO order: with 4 nodes, about 3 handoffs in 4 cross nodes.
     assert!(mcs.remote_pct() >= 60.0, "mcs: {:.1}%", mcs.remote_pct());
-    // The target for CNA is at most 10%; on this 2-core machine CNA measures about
-    // 15-25% here. With 2 threads per node, the only other waiter of the holder's node is the
-    // previous holder, which must re-queue (and be scheduled to do so) before the handoff is
-    // decided; the deferred handoff moves that decision to the end of the critical section,
-    // but the critical section yields the CPU and the scheduler does not always run that
-    // thread in time. What this asserts is the mechanism: CNA keeps at least half of the
-    // handoffs that MCS makes across nodes within a node.
-    assert!(
-        cna.remote_pct() <= mcs.remote_pct() * 0.5,
-        "cna: {:.1}%, mcs: {:.1}%",
-        cna.remote_pct(),
-        mcs.remote_pct()
-    );
+    assert!(cna.remote_pct() <= 10.0, "cna: {:.1}%", cna.remote_pct());
 }
 
 #[test]

@@ -26,36 +26,40 @@
 //! - detach `first ..= last_remote` (`me.next = local`, `last_remote.next = 0`) and append it to
 //!   the secondary queue.
 //!
-//! Handoff after the head takes the lock (`pass_headship`):
-//! - no successor and we are the tail: `(me, LOCKED) → (0, LOCKED)`, or, with a secondary
-//!   queue, **splice** it back: `(me, LOCKED) → (secondary_tail, LOCKED)` and make its first node
-//!   head. A failed CAS means someone arrived: wait for the link and go on;
-//! - a secondary queue exists and (it is older than the flush threshold, or `unlock_fair` asked,
-//!   or our successor is not on our node): **flush**: link `secondary_tail.next = successor` and
-//!   make the secondary queue's first node head, with no payload (the preferred node changes);
-//! - the successor is remote, no flush is due, and the queue is contended (see shuffle
-//!   reduction): **defer** the choice to `unlock` (below);
-//! - otherwise make the successor head, handing it the secondary queue.
+//! Handoff after the head takes the lock (`pass_headship`), unless a flush is due (the secondary
+//! queue is older than the flush threshold, or `unlock_fair` asked):
+//! - no successor, we are the tail, and a secondary queue exists: **defer** (below), leaving the
+//!   proxy as the tail: `(me, LOCKED) → (proxy, LOCKED)`;
+//! - a remote successor: **defer**, the proxy standing before it;
+//! - otherwise, as when a flush is due:
+//!   - no successor and we are the tail: `(me, LOCKED) → (0, LOCKED)`, or, with a secondary
+//!     queue, **splice** it back: `(me, LOCKED) → (secondary_tail, LOCKED)` and make its first
+//!     node head. A failed CAS means someone arrived: wait for the link and go on;
+//!   - a secondary queue exists and (a flush is due, or our successor is not on our node):
+//!     **flush**: link `secondary_tail.next = successor` and make the secondary queue's first
+//!     node head, with no payload (the preferred node changes);
+//!   - otherwise make the successor head, handing it the secondary queue.
 //!
-//! Deferred handoff (ours, after the cohort locks; `RawHq` does the same): when the successor
-//! is remote but the lock is busy enough to reorder, the head does not choose yet. The previous
-//! holder of its node, often the only other local waiter, released the lock a moment ago and
-//! is about to queue again; by the end of our critical section it usually has. So the head
-//! leaves a **proxy** node in its place at the head of the queue (its thread's second node,
+//! Deferred handoff (ours, after the cohort locks; `RawHq` does the same): choosing the next
+//! head when we *take* the lock comes a moment after the previous holder of our node, often
+//! the only other local waiter, released it, and before it could queue again; by the end of
+//! our critical section it usually has. So instead of handing the lock to another node, the
+//! head leaves a **proxy** node in its place at the head of the queue (its thread's second node,
 //! `qnode::take_proxy`), carrying our node id and the secondary queue in the proxy's `HEAD`
 //! status, and records the proxy's index in the lock word's upper bits. `unlock` (by whichever
 //! thread releases the lock, before it releases it) reorders from the proxy and chooses the next
-//! head exactly as above, then gives the proxy back. The holder still owns no node, so nested
-//! locking and guards moved to other threads work as for every lock; a second CNA lock held
-//! while the proxy is busy simply does not defer. The proxy is never the tail (it stands before
-//! the linked successor), so arrivals never link to it.
+//! head by the rules above (never deferring again), then gives the proxy back. While the proxy
+//! is the tail, arrivals link behind it like behind any waiter; nobody waits on its status.
+//! The holder still owns no node, so nested locking and guards moved to other threads work as
+//! for every lock; a second CNA lock held while the proxy is busy simply does not defer. On a
+//! one-node machine no successor is ever remote and no secondary queue exists: CNA never
+//! defers and behaves as MCS.
 //!
 //! Shuffle reduction: with no secondary queue, the head reorders only with probability 1/128,
 //! which keeps light contention as cheap as MCS; once a secondary queue exists, or two or more
 //! waiters are queued behind the head (sustained contention), it always does. The second
-//! condition is ours, not the kernel's: with few threads per node, a flush happens whenever
-//! the head finds no local waiter, and a 1/128 restart would leave the queue in FIFO order for
-//! ~128 handoffs after each flush.
+//! condition is ours, not the kernel's: after each flush, a 1/128 restart would leave the queue
+//! in FIFO order for ~128 handoffs.
 //!
 //! Links moved by the head are written with Relaxed stores: only the current head writes them,
 //! and the next head (and, later, each moved waiter when it becomes head) reads them after the
@@ -232,6 +236,11 @@ impl RawCna {
             undecided = self.order_queue(me, numa, &mut secondary, &mut walk);
             undecided
         });
+        if !reorder && queue_is_long(my) {
+            // We took the lock at once (the wait never ran the reordering), but the queue shows
+            // sustained contention: reorder now.
+            undecided = true;
+        }
         if undecided {
             // No waiter of our node was linked while we waited: the previous holder, often the
             // one local waiter, re-queues just as we take the lock. Look once more (resuming the
@@ -239,9 +248,9 @@ impl RawCna {
             self.order_queue(me, numa, &mut secondary, &mut walk);
         }
         #[cfg(feature = "stats")]
-        let flushed = self.pass_headship(me, numa, secondary, fair, reorder);
+        let flushed = self.pass_headship(me, numa, secondary, fair, true);
         #[cfg(not(feature = "stats"))]
-        self.pass_headship(me, numa, secondary, fair, reorder);
+        self.pass_headship(me, numa, secondary, fair, true);
         #[cfg(feature = "stats")]
         if flushed {
             self.stats.on_flush();
@@ -324,49 +333,67 @@ impl RawCna {
         may_defer: bool,
     ) -> bool {
         let my = node(me);
-        let mut next = my.next.load(Ordering::Acquire);
-        if next == 0 {
-            let target = if secondary == 0 {
-                0
-            } else {
-                node(secondary).secondary_tail.load(Ordering::Relaxed)
-            };
-            // (me, LOCKED) → (target, LOCKED). AcqRel: Release publishes the secondary queue's
-            // links to the arrivals that will link behind `target`.
-            if self.tail.load(Ordering::Relaxed) == me
-                && self
-                    .tail
-                    .compare_exchange(me, target, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                if secondary != 0 {
-                    self.word.hand_to(node(secondary), 0);
-                    return true;
-                }
-                return false;
-            }
-            next = wait_for_next(&my.next);
-        }
-        let next_is_local = node(next).numa.load(Ordering::Relaxed) == numa;
         let flush_due = secondary != 0
             && (fair
                 || now_ns()
                     .saturating_sub(node(secondary).secondary_since.load(Ordering::Relaxed))
                     >= tunables::cna_flush_ns());
+        let may_defer = may_defer && !fair && !flush_due;
+        let mut next = my.next.load(Ordering::Acquire);
+        if next == 0 {
+            if self.tail.load(Ordering::Relaxed) == me {
+                // Nobody behind us in the main queue. With a secondary queue, splicing it back
+                // now would hand the lock to another node while the previous holder of ours is
+                // likely about to queue again: defer instead, leaving the proxy as the tail.
+                if secondary != 0
+                    && may_defer
+                    && let Some(proxy) = qnode::take_proxy()
+                {
+                    let p = node(proxy);
+                    self.prepare_proxy(p, 0, numa, secondary);
+                    // (me, LOCKED) → (proxy, LOCKED). AcqRel: Release publishes the proxy's
+                    // fields to the arrivals that will link behind it.
+                    if self
+                        .tail
+                        .compare_exchange(me, proxy, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        self.word.record_proxy(proxy);
+                        return false;
+                    }
+                    // Someone arrived after all: go on without the proxy.
+                    qnode::release_proxy(proxy);
+                }
+                let target = if secondary == 0 {
+                    0
+                } else {
+                    node(secondary).secondary_tail.load(Ordering::Relaxed)
+                };
+                // (me, LOCKED) → (target, LOCKED): leave an empty queue, or splice the
+                // secondary queue back. AcqRel: Release publishes the secondary queue's links to
+                // the arrivals that will link behind `target`.
+                if self
+                    .tail
+                    .compare_exchange(me, target, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    if secondary != 0 {
+                        self.word.hand_to(node(secondary), 0);
+                        return true;
+                    }
+                    return false;
+                }
+            }
+            next = wait_for_next(&my.next);
+        }
+        let next_is_local = node(next).numa.load(Ordering::Relaxed) == numa;
         if !next_is_local
-            && !flush_due
-            && !fair
             && may_defer
             && let Some(proxy) = qnode::take_proxy()
         {
             // Defer: the proxy takes our place at the head of the queue, holding the secondary
-            // queue, and `unlock` chooses the next head. Relaxed: the lock publishes these to
-            // the unlocking thread (see `LockWord::record_proxy`).
-            let p = node(proxy);
-            p.next.store(next, Ordering::Relaxed);
-            p.numa.store(numa, Ordering::Relaxed);
-            p.status
-                .store(status::head_with(secondary), Ordering::Relaxed);
+            // queue, and `unlock` chooses the next head.
+            self.prepare_proxy(node(proxy), next, numa, secondary);
             self.word.record_proxy(proxy);
             return false;
         }
@@ -380,6 +407,17 @@ impl RawCna {
         }
         self.word.hand_to(node(next), secondary);
         false
+    }
+
+    /// Fills a proxy that is about to stand in for the head (`numa`, carrying `secondary`)
+    /// with `next` as its successor. Relaxed: the proxy is published by the tail CAS (to
+    /// arrivals, which only write its `next`) or by the lock word (to the unlocking thread,
+    /// see `LockWord::record_proxy`).
+    fn prepare_proxy(&self, p: &crate::qnode::QNode, next: u32, numa: u64, secondary: u32) {
+        p.next.store(next, Ordering::Relaxed);
+        p.numa.store(numa, Ordering::Relaxed);
+        p.status
+            .store(status::head_with(secondary), Ordering::Relaxed);
     }
 }
 
