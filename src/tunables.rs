@@ -21,11 +21,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// Default time a waiter spins before it parks: 2 µs. A futex sleep and wake costs a few µs, so
-/// a waiter spinning much longer burns a core the holder may need; measured side by side with
-/// `locktorture` on the 2-core machine of BENCHMARKS.md, 2 µs gave the best throughput at 2 and
-/// 8 threads (5 µs and 10 µs were equal or up to 10% slower).
-pub const DEFAULT_SPIN_TIME: Duration = Duration::from_micros(2);
+/// Default time a waiter spins before it parks: 5 µs, about the cost of a futex sleep and wake.
+/// Measured side by side on the 2-core machine of BENCHMARKS.md: 2 µs gave a few percent more
+/// throughput with 2 threads and stealing, but made strict handoffs (stealing off) 5-10x slower,
+/// because a waiter that parks makes the next one wait long enough to park too; 10 µs and more
+/// only burn the core the holder needs when threads outnumber cores.
+pub const DEFAULT_SPIN_TIME: Duration = Duration::from_micros(5);
 /// Default for stealing: on. An arriving thread may take a free lock before queueing.
 pub const DEFAULT_STEALING: bool = true;
 /// Default time the queue head tolerates being overtaken by stealers before it forbids

@@ -244,7 +244,14 @@ impl LockWord {
             if busy_work {
                 busy_work = while_busy();
             }
-            if budget.spin() {
+            // Back off while stealers may take the lock ahead of us (our looks would only slow
+            // the holder down); look eagerly once the lock is owed to us.
+            let spun = if s & NO_STEAL == 0 {
+                budget.spin()
+            } else {
+                budget.spin_eager()
+            };
+            if spun {
                 continue;
             }
             // About to sleep: first check whether we have been overtaken for too long.
