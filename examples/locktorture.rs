@@ -66,6 +66,8 @@ fn main() -> ExitCode {
 /// Runs every (workload, threads, run, lock) and summarises each (lock, workload, threads).
 /// Also returns how many runs left the protected data inconsistent (each is reported on stderr).
 fn torture(options: &Options) -> (Vec<Row>, usize) {
+    // Always valid: set_stealing only returns Result like every tunable's setter.
+    let _ = numa_locks::tunables::set_stealing(options.stealing);
     let nodes = options
         .virtual_nodes
         .unwrap_or_else(numa_locks::topology::node_count);
@@ -73,7 +75,7 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
         options.workloads.len() * options.threads.len() * options.runs * options.locks.len();
     let estimate = Duration::from_millis(options.duration_ms).as_secs_f64() * total as f64;
     eprintln!(
-        "locktorture: {total} runs of {} ms, about {estimate:.1} s; {nodes} node(s){}, remote penalty {} ns",
+        "locktorture: {total} runs of {} ms, about {estimate:.1} s; {nodes} node(s){}, remote penalty {} ns, stealing {}",
         options.duration_ms,
         if options.virtual_nodes.is_some() {
             " (virtual)"
@@ -81,6 +83,7 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
             ""
         },
         options.remote_penalty_ns,
+        if options.stealing { "on" } else { "off" },
     );
 
     let began = Instant::now();

@@ -148,6 +148,14 @@ fn negative_penalty_is_rejected() {
 }
 
 #[test]
+fn unknown_stealing_value_is_rejected() {
+    assert_rejected(
+        &["--stealing", "maybe"],
+        &["'maybe'", "--stealing", "on, off"],
+    );
+}
+
+#[test]
 fn unknown_format_is_rejected() {
     assert_rejected(&["--format", "json"], &["'json'", "--format", "table, csv"]);
 }
@@ -180,6 +188,7 @@ fn help_describes_every_option() {
         "--workload",
         "--virtual-nodes",
         "--remote-penalty-ns",
+        "--stealing",
         "--format",
         "remote_handoff_pct",
     ] {

@@ -27,6 +27,11 @@ OPTIONS (a value may also be given as --option=value):
     --remote-penalty-ns P    NUMA emulation: a critical section entered on a different node than
                              the previous holder's first busy-spins P ns, standing in for the
                              remote cache misses on the protected data, 0..=10000000 [default: 0]
+    --stealing on|off        whether this crate's locks let an arriving thread take a free lock
+                             ahead of queued waiters (numa_locks::tunables::set_stealing); off
+                             makes every contended acquisition a queue handoff, which is how the
+                             NUMA-aware policies show on a machine with few cores. parking_lot
+                             and std are not affected [default: on]
     --format FORMAT          table or csv [default: table]
     -h, --help               print this text
 
@@ -148,6 +153,8 @@ pub struct Options {
     pub virtual_nodes: Option<usize>,
     /// Busy-spin this long on a remote handoff.
     pub remote_penalty_ns: u64,
+    /// Whether this crate's locks may steal (`numa_locks::tunables::set_stealing`).
+    pub stealing: bool,
     /// Output format.
     pub format: Format,
 }
@@ -164,6 +171,7 @@ impl Default for Options {
             workloads: vec![WorkloadKind::Counter],
             virtual_nodes: None,
             remote_penalty_ns: 0,
+            stealing: true,
             format: Format::Table,
         }
     }
@@ -195,7 +203,7 @@ const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --format, --help";
+                            --remote-penalty-ns, --stealing, --format, --help";
 
 /// Parses the arguments after the program name.
 pub fn parse<I>(args: I) -> Result<Command, CliError>
@@ -248,6 +256,17 @@ where
             "--remote-penalty-ns" => {
                 options.remote_penalty_ns = parse_number(&flag, &value, 0, MAX_PENALTY_NS)?
             }
+            "--stealing" => {
+                options.stealing = match value.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(CliError(format!(
+                            "unknown value '{value}' in --stealing; allowed: on, off"
+                        )));
+                    }
+                }
+            }
             "--format" => {
                 options.format = match value.as_str() {
                     "table" => Format::Table,
@@ -279,6 +298,7 @@ fn is_known_option(flag: &str) -> bool {
             | "--workload"
             | "--virtual-nodes"
             | "--remote-penalty-ns"
+            | "--stealing"
             | "--format"
     )
 }
@@ -295,6 +315,7 @@ fn expected_value(flag: &str) -> String {
         "--runs" => format!("an integer from 1 to {MAX_RUNS}"),
         "--virtual-nodes" => format!("an integer from 1 to {MAX_VIRTUAL_NODES}"),
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
+        "--stealing" => "allowed: on, off".to_string(),
         "--format" => "allowed: table, csv".to_string(),
         _ => String::new(),
     }
