@@ -384,7 +384,12 @@ impl RawHq {
 
     #[cold]
     fn lock_slow(&self) {
-        if tunables::stealing() && self.word.try_steal() {
+        // Relaxed: a hint; the queue decides the order of those who queue.
+        if tunables::stealing()
+            && self
+                .word
+                .spin_steal(|| self.fifo_tail.load(Ordering::Relaxed) == 0)
+        {
             #[cfg(feature = "stats")]
             self.stats.on_acquire(Acquired::Stolen);
             return;

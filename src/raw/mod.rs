@@ -66,6 +66,12 @@ const LOCKED: u32 = 1;
 const PARKED: u32 = 2;
 const NO_STEAL: u32 = 4;
 const FAIR: u32 = 8;
+/// How many times an arriving thread looks at a busy lock before it queues: the first
+/// [`STEAL_SPINS`] after 2, 4 and 8 `pause`s, the others after yielding the CPU (parking_lot's
+/// `SpinWait` schedule). Yielding keeps the looks rare enough not to slow the holder down, and
+/// gives the core away when threads outnumber cores.
+const STEAL_TRIES: u32 = 10;
+const STEAL_SPINS: u32 = 3;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
 const PROXY_SHIFT: u32 = 4;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
@@ -109,6 +115,34 @@ impl LockWord {
             ) {
                 Ok(_) => return true,
                 Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// An arriving thread's stealing: while nobody is queued, spin a little (at most
+    /// [`STEAL_TRIES`] looks, see there) and take the lock as soon as it is free.
+    ///
+    /// This is qspinlock's "pending" waiter without the bit: the first contender of a lock held
+    /// for a moment gets it without touching the queue (no node, no tail RMWs, no handoff),
+    /// which is what keeps two threads taking turns as fast as parking_lot. As soon as someone
+    /// queues, arrivals queue behind it, so this never overtakes a waiter that has been waiting
+    /// longer than this brief spin.
+    #[inline]
+    pub(crate) fn spin_steal(&self, nobody_queued: impl Fn() -> bool) -> bool {
+        for attempt in 0..STEAL_TRIES {
+            if self.try_steal() {
+                return true;
+            }
+            if cfg!(loom) || !nobody_queued() {
+                return false;
+            }
+            if attempt < STEAL_SPINS {
+                for _ in 0..2u32 << attempt {
+                    crate::sync::spin_hint();
+                }
+            } else {
+                crate::sync::yield_now();
             }
         }
         false
