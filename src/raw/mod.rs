@@ -34,7 +34,6 @@ use crate::wait::{self, SpinBudget};
 /// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
-///
 /// | `LOCKED \| proxy << PROXY_SHIFT` | held; CNA only: the holder deferred its handoff and left the proxy node `proxy` in the queue (only the holder writes these bits) |
 ///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
@@ -52,7 +51,10 @@ use crate::wait::{self, SpinBudget};
 ///   `PARKED` with the wake matters: if a stealer retakes the lock before the woken head runs,
 ///   its unlock must not pay for another wake (the head sets `PARKED` again if it sleeps again);
 /// - unlock_fair with waiters queued: `x → (x - LOCKED - PARKED) | NO_STEAL | FAIR` (CAS,
-///   Release), then wake if `PARKED` was set.
+///   Release), then wake if `PARKED` was set;
+/// - CNA holder deferring its handoff: `x → x | proxy << PROXY_SHIFT` (fetch_or); the thread
+///   that unlocks takes it back, `x → x & FLAGS` (fetch_and), before any of the unlocks above,
+///   so the proxy bits never outlive `LOCKED`.
 ///
 /// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `LOCKED`
 /// (by the head) and cleared by the unlock that wakes it (or by the head's acquisition): any
