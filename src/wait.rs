@@ -225,8 +225,6 @@ mod backend {
 
     #[cfg(not(loom))]
     const BUCKETS: usize = 64;
-    #[cfg(loom)]
-    const BUCKETS: usize = 1;
 
     #[cfg(not(loom))]
     fn bucket(addr: usize) -> &'static Bucket {

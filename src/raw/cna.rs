@@ -66,11 +66,7 @@
 //! Acquire load of its `HEAD` status, which pairs with the Release swap in `make_head`.
 
 use crate::qnode::{self, node, status};
-use crate::raw::{
-    LockWord, acquire_unqueued, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
-};
-#[cfg(feature = "stats")]
-use crate::stats::{Acquired, Counters};
+use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
 use crate::sync::{AtomicU32, Ordering, now_ns};
 use crate::{topology, tunables};
 
@@ -89,11 +85,9 @@ use crate::{topology, tunables};
 /// unsafe { RawMutex::unlock(&raw, guard) };
 /// ```
 pub struct RawCna {
-    word: LockWord,
+    core: LockCore,
     /// Index of the last waiter of the main queue; 0 when the main queue is empty.
     tail: AtomicU32,
-    #[cfg(feature = "stats")]
-    stats: Counters,
 }
 
 /// With no secondary queue, the head reorders the queue once in this many acquisitions.
@@ -110,10 +104,8 @@ impl RawCna {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawCna {
-            word: LockWord::new(),
+            core: LockCore::new(),
             tail: AtomicU32::new(0),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
         }
     }
 
@@ -121,33 +113,27 @@ impl RawCna {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawCna {
-            word: LockWord::new(),
+            core: LockCore::new(),
             tail: AtomicU32::new(0),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
         }
     }
 
     /// Acquires the lock, waiting as long as needed.
     #[inline]
     pub fn lock(&self) {
-        if self.word.try_lock_fast() {
-            #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Uncontended);
-            return;
+        if !self.core.try_lock_fast() {
+            // Relaxed: only a hint for stealing; the queue orders those who queue.
+            self.core.lock_contended(
+                || self.tail.load(Ordering::Relaxed) == 0,
+                |me| self.lock_queued(me),
+            );
         }
-        self.lock_slow();
     }
 
     /// Acquires the lock if it is free and no waiter is owed it.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let taken = self.word.try_lock_fast() || self.word.try_steal();
-        #[cfg(feature = "stats")]
-        if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
-        }
-        taken
+        self.core.try_lock()
     }
 
     /// Releases the lock.
@@ -157,17 +143,17 @@ impl RawCna {
     #[inline]
     pub unsafe fn unlock(&self) {
         // The fast path fails if a proxy is recorded (the word is not exactly LOCKED).
-        if !self.word.try_unlock_fast() {
+        if !self.core.word.try_unlock_fast() {
             self.unlock_slow();
         }
     }
 
     #[cold]
     fn unlock_slow(&self) {
-        if self.word.has_proxy() {
+        if self.core.word.has_proxy() {
             self.hand_from_proxy(false);
         }
-        self.word.unlock_slow();
+        self.core.word.unlock_slow();
     }
 
     /// Releases the lock so that no arriving thread can steal it, and makes the queue head's
@@ -177,34 +163,18 @@ impl RawCna {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
-        if self.word.has_proxy() {
+        if self.core.word.has_proxy() {
             self.hand_from_proxy(true);
         }
-        self.word
+        self.core
+            .word
             .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).
     #[inline]
     pub fn is_locked(&self) -> bool {
-        self.word.is_locked()
-    }
-
-    #[cold]
-    fn lock_slow(&self) {
-        // Relaxed: a hint; the queue decides the order of those who queue.
-        if tunables::stealing()
-            && self
-                .word
-                .spin_steal(|| self.tail.load(Ordering::Relaxed) == 0)
-        {
-            #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Stolen);
-            return;
-        }
-        qnode::with_node(|me| self.lock_queued(me), || acquire_unqueued(&self.word));
-        #[cfg(feature = "stats")]
-        self.stats.on_acquire(Acquired::Queued);
+        self.core.word.is_locked()
     }
 
     fn lock_queued(&self, me: u32) {
@@ -231,7 +201,7 @@ impl RawCna {
         let mut reorder = secondary != 0 || shuffle_now();
         let mut walk = Walk { cursor: 0 };
         let mut undecided = false;
-        let fair = self.word.acquire_as_head(|| {
+        let fair = self.core.word.acquire_as_head(|| {
             if !reorder {
                 reorder = queue_is_long(my);
                 if !reorder {
@@ -258,7 +228,7 @@ impl RawCna {
         self.pass_headship(me, numa, secondary, fair, true);
         #[cfg(feature = "stats")]
         if flushed {
-            self.stats.on_flush();
+            self.core.stats.on_flush();
         }
     }
 
@@ -268,7 +238,7 @@ impl RawCna {
     /// released, by whichever thread unlocks.
     #[cold]
     fn hand_from_proxy(&self, fair: bool) {
-        let proxy = self.word.take_recorded_proxy();
+        let proxy = self.core.word.take_recorded_proxy();
         let p = node(proxy);
         // Relaxed: written by the holder before `record_proxy`; we hold the lock it held.
         let numa = p.numa.load(Ordering::Relaxed);
@@ -278,7 +248,7 @@ impl RawCna {
         qnode::release_proxy(proxy);
         #[cfg(feature = "stats")]
         if flushed {
-            self.stats.on_flush();
+            self.core.stats.on_flush();
         }
         #[cfg(not(feature = "stats"))]
         let _ = flushed;
@@ -363,7 +333,7 @@ impl RawCna {
                         .compare_exchange(me, proxy, Ordering::AcqRel, Ordering::Relaxed)
                         .is_ok()
                     {
-                        self.word.record_proxy(proxy);
+                        self.core.word.record_proxy(proxy);
                         return false;
                     }
                     // Someone arrived after all: go on without the proxy.
@@ -383,7 +353,7 @@ impl RawCna {
                     .is_ok()
                 {
                     if secondary != 0 {
-                        self.word.hand_to(node(secondary), 0);
+                        self.core.word.hand_to(node(secondary), 0);
                         return true;
                     }
                     return false;
@@ -399,7 +369,7 @@ impl RawCna {
             // Defer: the proxy takes our place at the head of the queue, holding the secondary
             // queue, and `unlock` chooses the next head.
             self.prepare_proxy(node(proxy), next, numa, secondary);
-            self.word.record_proxy(proxy);
+            self.core.word.record_proxy(proxy);
             return false;
         }
         if secondary != 0 && (flush_due || !next_is_local) {
@@ -407,10 +377,10 @@ impl RawCna {
             let head = node(secondary);
             let secondary_tail = head.secondary_tail.load(Ordering::Relaxed);
             node(secondary_tail).next.store(next, Ordering::Relaxed);
-            self.word.hand_to(head, 0);
+            self.core.word.hand_to(head, 0);
             return true;
         }
-        self.word.hand_to(node(next), secondary);
+        self.core.word.hand_to(node(next), secondary);
         false
     }
 

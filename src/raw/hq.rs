@@ -131,12 +131,8 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
-use crate::qnode::{self, node, status};
-use crate::raw::{
-    LockWord, acquire_unqueued, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
-};
-#[cfg(feature = "stats")]
-use crate::stats::{Acquired, Counters};
+use crate::qnode::{node, status};
+use crate::raw::{LockCore, LockWord, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::{topology, tunables};
 
@@ -186,14 +182,12 @@ const fn handoff_payload(count: u32, streak: u32) -> u32 {
 /// assert!(!raw.is_locked());
 /// ```
 pub struct RawHq {
-    word: LockWord,
+    core: LockCore,
     /// Index of the last entry of the node FIFO (a representative or a flat waiter); 0 when
     /// nobody waits in the FIFO.
     fifo_tail: AtomicU32,
     /// The per-node queues, null until the first sustained contention; owned by the lock.
     queues: AtomicPtr<NodeQueues>,
-    #[cfg(feature = "stats")]
-    stats: Counters,
     /// Models only: contended handoffs before switching to hierarchical; 0 = always
     /// hierarchical (see [`RawHq::new_hierarchical`]).
     #[cfg(loom)]
@@ -269,11 +263,9 @@ impl RawHq {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawHq {
-            word: LockWord::new(),
+            core: LockCore::new(),
             fifo_tail: AtomicU32::new(0),
             queues: AtomicPtr::new(ptr::null_mut()),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
         }
     }
 
@@ -301,11 +293,9 @@ impl RawHq {
     #[doc(hidden)]
     pub fn new_switching_after(handoffs: u32) -> Self {
         RawHq {
-            word: LockWord::new(),
+            core: LockCore::new(),
             fifo_tail: AtomicU32::new(0),
             queues: AtomicPtr::new(ptr::null_mut()),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
             switch_after: handoffs.clamp(1, HIERARCHICAL_AFTER),
         }
     }
@@ -315,23 +305,19 @@ impl RawHq {
     pub fn lock(&self) {
         // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`) sets
         // `NO_STEAL` until the new head has the lock, so this CAS cannot jump the queue.
-        if self.word.try_lock_fast() {
-            #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Uncontended);
-            return;
+        if !self.core.try_lock_fast() {
+            // Relaxed: only a hint for stealing; the queues order those who queue.
+            self.core.lock_contended(
+                || self.fifo_tail.load(Ordering::Relaxed) == 0,
+                |me| self.lock_queued(me),
+            );
         }
-        self.lock_slow();
     }
 
     /// Acquires the lock if it is free and no waiter is owed it.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let taken = self.word.try_lock_fast() || self.word.try_steal();
-        #[cfg(feature = "stats")]
-        if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
-        }
-        taken
+        self.core.try_lock()
     }
 
     /// Releases the lock.
@@ -341,7 +327,7 @@ impl RawHq {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.hand_deferred();
-        self.word.unlock();
+        self.core.word.unlock();
     }
 
     /// Releases the lock so that the next handoff goes to the node that has waited longest
@@ -354,14 +340,15 @@ impl RawHq {
         self.hand_deferred();
         // Relaxed: while we hold the lock nobody leaves the FIFO (leaving needs the lock), and
         // a local waiter always has its representative in the FIFO.
-        self.word
+        self.core
+            .word
             .unlock_fair(self.fifo_tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).
     #[inline]
     pub fn is_locked(&self) -> bool {
-        self.word.is_locked()
+        self.core.word.is_locked()
     }
 
     /// The per-node queues, if allocated.
@@ -378,25 +365,8 @@ impl RawHq {
     #[inline]
     fn hand_deferred(&self) {
         if let Some(queues) = self.queues() {
-            queues.hand_deferred(&self.word);
+            queues.hand_deferred(&self.core.word);
         }
-    }
-
-    #[cold]
-    fn lock_slow(&self) {
-        // Relaxed: a hint; the queue decides the order of those who queue.
-        if tunables::stealing()
-            && self
-                .word
-                .spin_steal(|| self.fifo_tail.load(Ordering::Relaxed) == 0)
-        {
-            #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Stolen);
-            return;
-        }
-        qnode::with_node(|me| self.lock_queued(me), || acquire_unqueued(&self.word));
-        #[cfg(feature = "stats")]
-        self.stats.on_acquire(Acquired::Queued);
     }
 
     fn lock_queued(&self, me: u32) {
@@ -465,7 +435,7 @@ impl RawHq {
         if likely != 0 {
             prewake(node(likely));
         }
-        let fair = self.word.acquire_as_head(|| false);
+        let fair = self.core.word.acquire_as_head(|| false);
         self.pass_headship(me, local, payload, fair, limit);
     }
 
@@ -517,7 +487,9 @@ impl RawHq {
                 Some(s) => {
                     self.note_contended(streak);
                     let count = if stay_local { count + 1 } else { 0 };
-                    self.word.hand_to(node(s), handoff_payload(count, streak));
+                    self.core
+                        .word
+                        .hand_to(node(s), handoff_payload(count, streak));
                 }
                 None => self.note_uncontended(),
             }
@@ -530,7 +502,8 @@ impl RawHq {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
                 // `make_head`'s Release; only `S` reads it, after its Acquire in `wait_for_head`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
-                self.word
+                self.core
+                    .word
                     .hand_to(node(s), handoff_payload(count + 1, streak));
             }
             Some(s) => {
@@ -540,7 +513,9 @@ impl RawHq {
                 let t = self.fifo_tail.swap(s, Ordering::AcqRel);
                 // Release: pairs with the Acquire in `wait_for_next`.
                 node(t).fifo_next.store(s, Ordering::Release);
-                self.word.hand_to(node(front), handoff_payload(0, streak));
+                self.core
+                    .word
+                    .hand_to(node(front), handoff_payload(0, streak));
             }
             None => match local {
                 // The FIFO front is of our own slot (another representative or a flat waiter
@@ -551,7 +526,8 @@ impl RawHq {
                     if stay_local
                         && node(front).numa.load(Ordering::Relaxed) as usize % SLOTS == slot =>
                 {
-                    self.word
+                    self.core
+                        .word
                         .hand_to(node(front), handoff_payload(count + 1, streak));
                 }
                 Some(Local { queues, slot })
@@ -563,7 +539,10 @@ impl RawHq {
                         u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56;
                     queues.deferred.store(deferred, Ordering::Release);
                 }
-                _ => self.word.hand_to(node(front), handoff_payload(0, streak)),
+                _ => self
+                    .core
+                    .word
+                    .hand_to(node(front), handoff_payload(0, streak)),
             },
         }
     }

@@ -17,14 +17,9 @@
 //!    wait for our successor to link and make it head. The holder then owns no queue node, so
 //!    `unlock` is a single `fetch_sub` on the lock word.
 
-use crate::qnode::{self, node};
-use crate::raw::{
-    LockWord, acquire_unqueued, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
-};
-#[cfg(feature = "stats")]
-use crate::stats::{Acquired, Counters};
+use crate::qnode::node;
+use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
 use crate::sync::{AtomicU32, Ordering};
-use crate::tunables;
 
 /// The raw MCS queue lock behind [`McsMutex`](crate::McsMutex): 8 bytes, FIFO among queued
 /// waiters, spin-then-park.
@@ -40,11 +35,9 @@ use crate::tunables;
 /// assert!(!raw.is_locked());
 /// ```
 pub struct RawMcs {
-    word: LockWord,
+    core: LockCore,
     /// Index of the last queued waiter's node; 0 when nobody waits.
     tail: AtomicU32,
-    #[cfg(feature = "stats")]
-    stats: Counters,
 }
 
 impl RawMcs {
@@ -52,10 +45,8 @@ impl RawMcs {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawMcs {
-            word: LockWord::new(),
+            core: LockCore::new(),
             tail: AtomicU32::new(0),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
         }
     }
 
@@ -63,33 +54,27 @@ impl RawMcs {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawMcs {
-            word: LockWord::new(),
+            core: LockCore::new(),
             tail: AtomicU32::new(0),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
         }
     }
 
     /// Acquires the lock, waiting as long as needed.
     #[inline]
     pub fn lock(&self) {
-        if self.word.try_lock_fast() {
-            #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Uncontended);
-            return;
+        if !self.core.try_lock_fast() {
+            // Relaxed: only a hint for stealing; the queue orders those who queue.
+            self.core.lock_contended(
+                || self.tail.load(Ordering::Relaxed) == 0,
+                |me| self.lock_queued(me),
+            );
         }
-        self.lock_slow();
     }
 
     /// Acquires the lock if it is free and no waiter is owed it.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let taken = self.word.try_lock_fast() || self.word.try_steal();
-        #[cfg(feature = "stats")]
-        if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
-        }
-        taken
+        self.core.try_lock()
     }
 
     /// Releases the lock.
@@ -98,7 +83,7 @@ impl RawMcs {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
-        self.word.unlock();
+        self.core.word.unlock();
     }
 
     /// Releases the lock to the longest-waiting queued thread: no arriving thread can steal it.
@@ -106,31 +91,15 @@ impl RawMcs {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
-        self.word
+        self.core
+            .word
             .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).
     #[inline]
     pub fn is_locked(&self) -> bool {
-        self.word.is_locked()
-    }
-
-    #[cold]
-    fn lock_slow(&self) {
-        // Relaxed: a hint; the queue decides the order of those who queue.
-        if tunables::stealing()
-            && self
-                .word
-                .spin_steal(|| self.tail.load(Ordering::Relaxed) == 0)
-        {
-            #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Stolen);
-            return;
-        }
-        qnode::with_node(|me| self.lock_queued(me), || acquire_unqueued(&self.word));
-        #[cfg(feature = "stats")]
-        self.stats.on_acquire(Acquired::Queued);
+        self.core.word.is_locked()
     }
 
     fn lock_queued(&self, me: u32) {
@@ -149,7 +118,7 @@ impl RawMcs {
         if next != 0 {
             prewake(node(next));
         }
-        self.word.acquire_as_head(|| false);
+        self.core.word.acquire_as_head(|| false);
         self.pass_headship(me);
     }
 
@@ -167,7 +136,7 @@ impl RawMcs {
             return;
         }
         let next = wait_for_next(&node(me).next);
-        self.word.hand_to(node(next), 0);
+        self.core.word.hand_to(node(next), 0);
     }
 }
 

@@ -19,7 +19,9 @@ pub use cna::RawCna;
 pub use hq::RawHq;
 pub use mcs::RawMcs;
 
-use crate::qnode::{QNode, status};
+use crate::qnode::{self, QNode, status};
+#[cfg(feature = "stats")]
+use crate::stats::{Acquired, Counters};
 use crate::sync::{AtomicU32, Ordering, now_ns};
 use crate::tunables;
 use crate::wait::{self, SpinBudget};
@@ -327,6 +329,76 @@ impl LockWord {
     }
 }
 
+/// What every lock of the crate holds besides its queues: the lock word and, with feature
+/// `stats`, the counters; and the acquisition paths the locks share (the fast path, `try_lock`,
+/// and the start of the slow path: spin-steal, then queue).
+pub(crate) struct LockCore {
+    pub(crate) word: LockWord,
+    #[cfg(feature = "stats")]
+    pub(crate) stats: Counters,
+}
+
+impl LockCore {
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        LockCore {
+            word: LockWord::new(),
+            #[cfg(feature = "stats")]
+            stats: Counters::new(),
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        LockCore {
+            word: LockWord::new(),
+            #[cfg(feature = "stats")]
+            stats: Counters::new(),
+        }
+    }
+
+    /// The uncontended path: one CAS on the lock word.
+    #[inline(always)]
+    pub(crate) fn try_lock_fast(&self) -> bool {
+        let taken = self.word.try_lock_fast();
+        #[cfg(feature = "stats")]
+        if taken {
+            self.stats.on_acquire(Acquired::Uncontended);
+        }
+        taken
+    }
+
+    /// `try_lock`: takes the lock if it is free and no waiter is owed it.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        let taken = self.word.try_lock_fast() || self.word.try_steal();
+        #[cfg(feature = "stats")]
+        if taken {
+            self.stats.on_acquire(Acquired::Uncontended);
+        }
+        taken
+    }
+
+    /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
+    /// (or if that fails) wait in the lock's queues with `queued(node index)`, which returns
+    /// once this thread holds the lock.
+    #[cold]
+    pub(crate) fn lock_contended(
+        &self,
+        nobody_queued: impl Fn() -> bool,
+        queued: impl FnOnce(u32),
+    ) {
+        if tunables::stealing() && self.word.spin_steal(nobody_queued) {
+            #[cfg(feature = "stats")]
+            self.stats.on_acquire(Acquired::Stolen);
+            return;
+        }
+        qnode::with_node(queued, || acquire_unqueued(&self.word));
+        #[cfg(feature = "stats")]
+        self.stats.on_acquire(Acquired::Queued);
+    }
+}
+
 /// Waits until this waiter is made queue head; returns the `HEAD` status with its payload.
 pub(crate) fn wait_for_head(me: &QNode) -> u32 {
     let mut budget = SpinBudget::new();
@@ -456,7 +528,7 @@ macro_rules! impl_raw_mutex {
         #[cfg(feature = "stats")]
         impl crate::stats::HasStats for $raw {
             fn stats(&self) -> crate::stats::LockStats {
-                self.stats.snapshot()
+                self.core.stats.snapshot()
             }
         }
     };
