@@ -306,6 +306,18 @@ pub fn no_starvation<R: RawMutex + Send + Sync + 'static>() {
     );
 }
 
+/// The sizes the issues promise: MCS and CNA one word, HQ two (without the `stats` counters).
+#[test]
+fn lock_sizes() {
+    use std::mem::size_of;
+    if !cfg!(feature = "stats") {
+        assert!(size_of::<numa_locks::raw::RawMcs>() <= 8);
+        assert!(size_of::<numa_locks::raw::RawCna>() <= 8);
+        assert!(size_of::<numa_locks::raw::RawHq>() <= 16);
+        assert!(size_of::<numa_locks::McsMutex<()>>() <= 8);
+    }
+}
+
 macro_rules! conformance {
     ($module:ident, $raw:ty, $mutex:ident) => {
         mod $module {
