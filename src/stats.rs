@@ -71,7 +71,7 @@ pub(crate) struct Counters {
     last_node: AtomicU64,
 }
 
-std::thread_local! {
+crate::sync::thread_local! {
     static PARKS: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -87,7 +87,6 @@ fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl Counters {
-    #[cfg(not(loom))]
     pub(crate) const fn new() -> Self {
         Counters {
             acquisitions: AtomicU64::new(0),
@@ -99,11 +98,6 @@ impl Counters {
             flushes: AtomicU64::new(0),
             last_node: AtomicU64::new(0),
         }
-    }
-
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        Self::default()
     }
 
     /// Records an acquisition. Must be called by the new holder.

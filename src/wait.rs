@@ -10,10 +10,10 @@
 //!
 //! Spurious returns from `park` are allowed, so every caller re-checks its condition in a loop.
 //!
-//! Backends: the Linux `futex` system call; elsewhere (and under loom) an emulation with a small
-//! table of mutex/condvar buckets keyed by address, which keeps the same contract.
+//! The sleeping itself is `sync::futex_wait` / `sync::futex_wake` (the Linux futex, or an
+//! emulation with the same contract).
 
-use crate::sync::{AtomicU32, Ordering, now_ns, spin_hint, yield_now};
+use crate::sync::{self, AtomicU32, EXHAUSTIVE, Ordering, now_ns, spin_hint, yield_now};
 use crate::tunables;
 
 /// Bounded spinning before a wait parks: a deadline in nanoseconds from the spin-time tunable,
@@ -59,12 +59,14 @@ impl SpinBudget {
     #[inline]
     fn with_max_step(max_step: u32) -> Self {
         let spin = tunables::spin_ns();
+        let deadline = if spin == 0 {
+            0
+        } else {
+            now_ns().saturating_add(spin)
+        };
+        sync::spin_deadline(deadline);
         SpinBudget {
-            deadline: if spin == 0 {
-                0
-            } else {
-                now_ns().saturating_add(spin)
-            },
+            deadline,
             step: 0,
             max_step,
             spins: 0,
@@ -89,7 +91,7 @@ impl SpinBudget {
 
     #[inline]
     fn spin_batch(&mut self, backoff: bool) -> bool {
-        if cfg!(loom) || self.deadline == 0 {
+        if EXHAUSTIVE || self.deadline == 0 {
             return false;
         }
         if !backoff {
@@ -124,7 +126,7 @@ pub(crate) fn wait_until<T>(mut ready: impl FnMut() -> Option<T>) -> T {
         if let Some(value) = ready() {
             return value;
         }
-        if !cfg!(loom) && spins < 128 {
+        if !EXHAUSTIVE && spins < 128 {
             spins += 1;
             spin_hint();
         } else {
@@ -136,7 +138,7 @@ pub(crate) fn wait_until<T>(mut ready: impl FnMut() -> Option<T>) -> T {
 /// Sleeps while `*word == expected`. May return spuriously.
 #[inline]
 pub(crate) fn park(word: &AtomicU32, expected: u32) {
-    backend::park(word, expected)
+    sync::futex_wait(word, expected, None)
 }
 
 /// Wakes every thread sleeping in [`park`] on `word`.
@@ -145,7 +147,7 @@ pub(crate) fn park(word: &AtomicU32, expected: u32) {
 /// thread returns as soon as it sees the new value), and the address is never dereferenced.
 #[inline]
 pub(crate) fn unpark(word: *const AtomicU32) {
-    backend::unpark(word)
+    sync::futex_wake(word)
 }
 
 /// Announces a sleep in `word` by setting `flag`, then sleeps while the word is unchanged.
@@ -166,101 +168,4 @@ pub(crate) fn announce_and_park(word: &AtomicU32, seen: u32, flag: u32) {
     #[cfg(feature = "stats")]
     crate::stats::note_park();
     park(word, parked);
-}
-
-#[cfg(all(target_os = "linux", not(loom)))]
-mod backend {
-    use super::AtomicU32;
-
-    pub(super) fn park(word: &AtomicU32, expected: u32) {
-        // SAFETY: FUTEX_WAIT reads the 32-bit word at a valid, aligned address (we hold a
-        // reference to it) and compares it with `expected` atomically with going to sleep.
-        // A null timeout means no timeout. Errors (EAGAIN: value changed, EINTR) are spurious
-        // returns, which every caller handles by re-checking its condition.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                expected,
-                std::ptr::null::<libc::timespec>(),
-            );
-        }
-    }
-
-    pub(super) fn unpark(word: *const AtomicU32) {
-        // SAFETY: FUTEX_WAKE on a private futex only hashes the address; it never reads the
-        // memory, so an address whose owner has moved on is harmless (at worst a spurious wake
-        // of a thread that re-checks its condition).
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word,
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                i32::MAX,
-            );
-        }
-    }
-}
-
-#[cfg(any(not(target_os = "linux"), loom))]
-mod backend {
-    //! Futex emulation: buckets of (mutex, condvar) keyed by the word's address.
-    //!
-    //! `park` checks the word under the bucket's mutex and waits on the condvar; `unpark` takes
-    //! the same mutex before notifying. A waker changes the word before it calls `unpark`, so
-    //! either the parker's check (under the mutex) sees the change, or the parker is already
-    //! waiting when the notification comes.
-    use super::{AtomicU32, Ordering};
-
-    #[cfg(loom)]
-    use loom::sync::{Condvar, Mutex};
-    #[cfg(not(loom))]
-    use std::sync::{Condvar, Mutex};
-
-    struct Bucket {
-        lock: Mutex<()>,
-        cond: Condvar,
-    }
-
-    #[cfg(not(loom))]
-    const BUCKETS: usize = 64;
-
-    #[cfg(not(loom))]
-    fn bucket(addr: usize) -> &'static Bucket {
-        use std::sync::OnceLock;
-        static TABLE: OnceLock<Box<[Bucket]>> = OnceLock::new();
-        let table = TABLE.get_or_init(|| {
-            (0..BUCKETS)
-                .map(|_| Bucket {
-                    lock: Mutex::new(()),
-                    cond: Condvar::new(),
-                })
-                .collect()
-        });
-        &table[(addr >> 7) % BUCKETS]
-    }
-
-    #[cfg(loom)]
-    fn bucket(_addr: usize) -> &'static Bucket {
-        loom::lazy_static! {
-            static ref TABLE: Bucket = Bucket { lock: Mutex::new(()), cond: Condvar::new() };
-        }
-        &TABLE
-    }
-
-    pub(super) fn park(word: &AtomicU32, expected: u32) {
-        let bucket = bucket(word as *const AtomicU32 as usize);
-        let guard = bucket.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Relaxed: the bucket mutex orders this load after any waker's change-then-unpark.
-        if word.load(Ordering::Relaxed) == expected {
-            drop(bucket.cond.wait(guard));
-        }
-    }
-
-    pub(super) fn unpark(word: *const AtomicU32) {
-        let bucket = bucket(word as usize);
-        let _guard = bucket.lock.lock().unwrap_or_else(|e| e.into_inner());
-        bucket.cond.notify_all();
-    }
 }

@@ -67,7 +67,7 @@
 
 use crate::qnode::{self, node, status};
 use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
-use crate::sync::{AtomicU32, Ordering, now_ns};
+use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
 use crate::{topology, tunables};
 
 /// The raw compact NUMA-aware lock behind [`CnaMutex`](crate::CnaMutex): 8 bytes, keeps the
@@ -100,21 +100,13 @@ struct Walk {
 }
 
 impl RawCna {
-    /// An unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawCna {
-            core: LockCore::new(),
-            tail: AtomicU32::new(0),
-        }
-    }
-
-    /// An unlocked lock.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawCna {
-            core: LockCore::new(),
-            tail: AtomicU32::new(0),
+    const_fn! {
+        /// An unlocked lock.
+        pub const fn new() -> Self {
+            RawCna {
+                core: LockCore::new(),
+                tail: AtomicU32::new(0),
+            }
         }
     }
 
@@ -408,17 +400,17 @@ fn queue_is_long(my: &crate::qnode::QNode) -> bool {
 /// Always `true` under loom, so the models explore the reordering.
 #[inline]
 fn shuffle_now() -> bool {
-    if cfg!(loom) {
+    if EXHAUSTIVE {
         return true;
     }
-    std::thread_local! {
+    crate::sync::thread_local! {
         static SEED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
     SEED.try_with(|seed| {
         let mut x = seed.get();
         if x == 0 {
-            // First use on this thread: seed from the thread-local's address.
-            x = (seed as *const _ as usize as u32) | 1;
+            // First use on this thread.
+            x = crate::sync::thread_seed(seed as *const _ as usize);
         }
         x ^= x << 13;
         x ^= x >> 17;

@@ -133,7 +133,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::qnode::{node, status};
 use crate::raw::{LockCore, LockWord, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn};
 use crate::{topology, tunables};
 
 /// Local queues per lock; a thread of NUMA node `n` queues in slot `n % SLOTS`. 64 covers the
@@ -259,20 +259,17 @@ struct Local<'a> {
 }
 
 impl RawHq {
-    /// An unlocked lock. Allocates nothing.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawHq {
-            core: LockCore::new(),
-            fifo_tail: AtomicU32::new(0),
-            queues: AtomicPtr::new(ptr::null_mut()),
+    const_fn! {
+        /// An unlocked lock. Allocates nothing.
+        pub const fn new() -> Self {
+            RawHq {
+                core: LockCore::new(),
+                fifo_tail: AtomicU32::new(0),
+                queues: AtomicPtr::new(ptr::null_mut()),
+                #[cfg(loom)]
+                switch_after: HIERARCHICAL_AFTER,
+            }
         }
-    }
-
-    /// An unlocked lock. Allocates nothing.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self::new_switching_after(HIERARCHICAL_AFTER)
     }
 
     /// Models only: a lock whose per-node queues exist from the start and that stays
@@ -292,12 +289,9 @@ impl RawHq {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn new_switching_after(handoffs: u32) -> Self {
-        RawHq {
-            core: LockCore::new(),
-            fifo_tail: AtomicU32::new(0),
-            queues: AtomicPtr::new(ptr::null_mut()),
-            switch_after: handoffs.clamp(1, HIERARCHICAL_AFTER),
-        }
+        let mut lock = Self::new();
+        lock.switch_after = handoffs.clamp(1, HIERARCHICAL_AFTER);
+        lock
     }
 
     /// Acquires the lock, waiting as long as needed.

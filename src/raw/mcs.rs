@@ -19,7 +19,7 @@
 
 use crate::qnode::node;
 use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering, const_fn};
 
 /// The raw MCS queue lock behind [`McsMutex`](crate::McsMutex): 8 bytes, FIFO among queued
 /// waiters, spin-then-park.
@@ -41,21 +41,13 @@ pub struct RawMcs {
 }
 
 impl RawMcs {
-    /// An unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawMcs {
-            core: LockCore::new(),
-            tail: AtomicU32::new(0),
-        }
-    }
-
-    /// An unlocked lock.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawMcs {
-            core: LockCore::new(),
-            tail: AtomicU32::new(0),
+    const_fn! {
+        /// An unlocked lock.
+        pub const fn new() -> Self {
+            RawMcs {
+                core: LockCore::new(),
+                tail: AtomicU32::new(0),
+            }
         }
     }
 

@@ -22,7 +22,7 @@ pub use mcs::RawMcs;
 use crate::qnode::{self, QNode, status};
 #[cfg(feature = "stats")]
 use crate::stats::{Acquired, Counters};
-use crate::sync::{AtomicU32, Ordering, now_ns};
+use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
 use crate::tunables;
 use crate::wait::{self, SpinBudget};
 
@@ -81,17 +81,11 @@ const PROXY_SHIFT: u32 = 4;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
 
 impl LockWord {
-    #[cfg(not(loom))]
-    pub(crate) const fn new() -> Self {
-        LockWord {
-            state: AtomicU32::new(0),
-        }
-    }
-
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        LockWord {
-            state: AtomicU32::new(0),
+    const_fn! {
+        pub(crate) const fn new() -> Self {
+            LockWord {
+                state: AtomicU32::new(0),
+            }
         }
     }
 
@@ -138,7 +132,7 @@ impl LockWord {
             if self.try_steal() {
                 return true;
             }
-            if cfg!(loom) || !nobody_queued() {
+            if EXHAUSTIVE || !nobody_queued() {
                 return false;
             }
             if attempt < STEAL_SPINS {
@@ -339,21 +333,13 @@ pub(crate) struct LockCore {
 }
 
 impl LockCore {
-    #[cfg(not(loom))]
-    pub(crate) const fn new() -> Self {
-        LockCore {
-            word: LockWord::new(),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
-        }
-    }
-
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        LockCore {
-            word: LockWord::new(),
-            #[cfg(feature = "stats")]
-            stats: Counters::new(),
+    const_fn! {
+        pub(crate) const fn new() -> Self {
+            LockCore {
+                word: LockWord::new(),
+                #[cfg(feature = "stats")]
+                stats: Counters::new(),
+            }
         }
     }
 

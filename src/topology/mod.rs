@@ -98,12 +98,8 @@ impl ThreadNode {
     }
 }
 
-// No destructor, so std can use the cheap `const` form. loom's macro (edition 2018 `expr` fragment) does
-// not accept a `const {}` block.
-#[cfg(not(loom))]
+// No destructor, so std can use the cheap `const` form.
 crate::sync::thread_local!(static THREAD_NODE: ThreadNode = const { ThreadNode::new() });
-#[cfg(loom)]
-crate::sync::thread_local!(static THREAD_NODE: ThreadNode = ThreadNode::new());
 
 /// The machine's topology, as [`Topology::detect`] found it on the first call.
 ///
@@ -131,7 +127,10 @@ pub fn detected() -> &'static Topology {
 /// ```
 #[inline]
 pub fn node_count() -> usize {
-    detected().node_count()
+    match crate::sync::modelled_node() {
+        Some((_, count)) => count,
+        None => detected().node_count(),
+    }
 }
 
 /// The calling thread's node.
@@ -143,6 +142,7 @@ pub fn node_count() -> usize {
 ///
 /// Under `cfg(loom)` the hardware answer is always 0, so models stay deterministic; use
 /// [`set_thread_node`] there (round-robin ordinals are process-wide, so they differ between model runs).
+/// Under `cfg(numa_sim)` it is the node of the simulated core the thread is pinned to.
 ///
 /// # Examples
 ///
@@ -233,9 +233,11 @@ pub fn virtual_nodes() -> Option<usize> {
 }
 
 /// The node of the CPU the calling thread runs on; 0 when unknown.
-#[cfg(not(loom))]
 #[inline]
 fn hardware_node() -> usize {
+    if let Some((node, _)) = crate::sync::modelled_node() {
+        return node;
+    }
     let topology = detected();
     if topology.node_count() <= 1 {
         return 0; // no need to ask for the CPU
@@ -245,14 +247,8 @@ fn hardware_node() -> usize {
         .unwrap_or(0)
 }
 
-/// Deterministic under loom: the model checker requires every run of a model to behave the same.
-#[cfg(loom)]
-fn hardware_node() -> usize {
-    0
-}
-
 /// The CPU the calling thread runs on.
-#[cfg(all(not(loom), any(target_os = "linux", target_os = "android")))]
+#[cfg(any(target_os = "linux", target_os = "android"))]
 #[inline]
 fn current_cpu() -> Option<usize> {
     // SAFETY: `sched_getcpu` takes no arguments and has no preconditions; it returns -1 on failure.
@@ -261,7 +257,7 @@ fn current_cpu() -> Option<usize> {
 }
 
 /// No cheap "current CPU" here.
-#[cfg(all(not(loom), not(any(target_os = "linux", target_os = "android"))))]
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
 #[inline]
 fn current_cpu() -> Option<usize> {
     None

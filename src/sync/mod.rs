@@ -1,0 +1,199 @@
+//! The only module that chooses between `std`, the `loom` model checker and the `numa_sim`
+//! simulator.
+//!
+//! Everything that takes part in a handoff protocol (atomics, thread-locals, the spin hint, the
+//! clock, parking) comes from here, so the loom models and the simulation run exactly the code
+//! that ships. Three backends:
+//!
+//! | backend              | selected by      | atomics            | time              | parking                 |
+//! |----------------------|------------------|--------------------|-------------------|-------------------------|
+//! | real threads         | (default)        | `std`              | `Instant`         | futex (Linux), emulated elsewhere |
+//! | loom model checking  | `--cfg loom`     | loom's             | [`loom_clock`]    | emulated on loom's condvar |
+//! | simulated machine    | `--cfg numa_sim` | `numa_sim`'s (native size, each access costed) | virtual | `numa_sim`'s futex model |
+//!
+//! Nothing else in the crate names `cfg(loom)` or `cfg(numa_sim)`, with three exceptions that
+//! cannot be expressed here: the `lock_api` impls and aliases (a `RawMutex` needs a `const` `INIT`,
+//! which loom's atomics cannot give), the queue-node registry (loom's atomics belong to one model
+//! execution), and `RawHq`'s model-only constructors.
+
+#[cfg(all(loom, numa_sim))]
+compile_error!("`--cfg loom` and `--cfg numa_sim` select different backends; use one at a time");
+
+mod futex;
+
+pub(crate) use futex::{futex_wait, futex_wake};
+pub(crate) use std::sync::atomic::Ordering;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
+#[cfg(numa_sim)]
+pub(crate) use numa_sim::atomic::{AtomicPtr, AtomicU32, AtomicU64};
+#[cfg(not(any(loom, numa_sim)))]
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
+
+/// `true` under loom, which explores every interleaving: spinning would only multiply them, so
+/// every wait goes straight to parking, and randomized choices (CNA's shuffle reduction) are
+/// always taken.
+pub(crate) const EXHAUSTIVE: bool = cfg!(loom);
+
+/// Declares a constructor that is a `const fn` wherever the atomics allow it (`std` and
+/// `numa_sim`) and a plain `fn` under loom, whose atomics cannot be made in a const context. One
+/// body serves both.
+macro_rules! const_fn {
+    ($(#[$attr:meta])* $vis:vis const fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        $vis const fn $name($($arg: $ty),*) -> $ret $body
+
+        #[cfg(loom)]
+        $(#[$attr])*
+        $vis fn $name($($arg: $ty),*) -> $ret $body
+    };
+}
+pub(crate) use const_fn;
+
+/// `std::thread_local!`, loom's, or the simulator's (one slot per simulated thread), with the
+/// same syntax, `const { … }` initializers included (loom's macro takes none: the block is
+/// unwrapped there).
+macro_rules! thread_local_impl {
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = const { $init:expr } $(;)?) => {
+        #[cfg(not(any(loom, numa_sim)))]
+        std::thread_local!($(#[$attr])* $vis static $name: $t = const { $init });
+        #[cfg(loom)]
+        loom::thread_local!($(#[$attr])* $vis static $name: $t = $init);
+        #[cfg(numa_sim)]
+        numa_sim::thread_local!($(#[$attr])* $vis static $name: $t = const { $init });
+    };
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr $(;)?) => {
+        #[cfg(not(any(loom, numa_sim)))]
+        std::thread_local!($(#[$attr])* $vis static $name: $t = $init);
+        #[cfg(loom)]
+        loom::thread_local!($(#[$attr])* $vis static $name: $t = $init);
+        #[cfg(numa_sim)]
+        numa_sim::thread_local!($(#[$attr])* $vis static $name: $t = $init);
+    };
+}
+pub(crate) use thread_local_impl as thread_local;
+
+/// One iteration of a busy-wait loop: `pause` (x86) / `yield` (Arm).
+///
+/// Under loom a spin must yield, or the model checker would explore an unbounded loop. The
+/// simulator charges the preset's `pause` cost, and may let a thread that keeps re-reading
+/// unchanged cache lines sleep until one of them is written (see [`spin_deadline`]).
+#[inline(always)]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(numa_sim)]
+    numa_sim::pause();
+    #[cfg(not(any(loom, numa_sim)))]
+    core::hint::spin_loop();
+}
+
+/// Tells the platform that the calling thread's current spin loop gives up at `deadline_ns`
+/// (on the [`now_ns`] clock), unless what it watches changes first.
+///
+/// Free on real hardware and under loom. The simulator needs it because it compresses a spin
+/// loop that keeps re-reading unchanged lines into one sleep: without the deadline it could not
+/// tell when the spinner would have stopped spinning and parked.
+#[inline(always)]
+pub(crate) fn spin_deadline(deadline_ns: u64) {
+    #[cfg(numa_sim)]
+    numa_sim::spin_deadline(deadline_ns);
+    #[cfg(not(numa_sim))]
+    let _ = deadline_ns;
+}
+
+/// Gives the CPU to another thread (used when a wait cannot park, e.g. for a successor to link).
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(numa_sim)]
+    numa_sim::yield_now();
+    #[cfg(not(any(loom, numa_sim)))]
+    std::thread::yield_now();
+}
+
+/// Monotonic nanoseconds since an arbitrary process-wide origin.
+///
+/// Only slow paths read it (deadlines for spinning, stealing and the CNA flush). Under loom it is a
+/// counter that advances by a step the model chooses ([`loom_clock`]), reset by every model run:
+/// step 0 means time stands still (nothing expires), a huge step means every deadline expires at
+/// the next reading. Either way the model stays deterministic. Under the simulator it is the
+/// calling thread's virtual clock.
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    #[cfg(loom)]
+    {
+        loom_clock::read()
+    }
+    #[cfg(numa_sim)]
+    {
+        numa_sim::now_ns()
+    }
+    #[cfg(not(any(loom, numa_sim)))]
+    {
+        use std::sync::OnceLock;
+        use std::time::Instant;
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        let origin = *ORIGIN.get_or_init(Instant::now);
+        // Saturates after 584 years of uptime.
+        u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Where a modelled platform says the calling thread runs: `Some((node, node_count))` under loom
+/// (node 0 of 1, so models stay deterministic) and under the simulator (the simulated core's
+/// node); `None` on real hardware, where `topology` asks the operating system.
+#[inline(always)]
+pub(crate) fn modelled_node() -> Option<(usize, usize)> {
+    #[cfg(loom)]
+    {
+        Some((0, 1))
+    }
+    #[cfg(numa_sim)]
+    {
+        Some((numa_sim::current_node(), numa_sim::node_count()))
+    }
+    #[cfg(not(any(loom, numa_sim)))]
+    {
+        None
+    }
+}
+
+/// A seed for the calling thread's cheap pseudo-random choices (CNA's shuffle reduction): any
+/// non-zero value that differs between threads. On real threads, the address of a thread-local;
+/// under the simulator, a value derived from the simulation's seed and the simulated thread, so
+/// that runs repeat exactly.
+#[inline]
+pub(crate) fn thread_seed(thread_local_address: usize) -> u32 {
+    #[cfg(numa_sim)]
+    let seed = {
+        let _ = thread_local_address;
+        numa_sim::thread_seed() as u32
+    };
+    #[cfg(not(numa_sim))]
+    let seed = thread_local_address as u32;
+    seed | 1
+}
+
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_clock {
+    //! The clock seen by loom models (see [`super::now_ns`]).
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    static STEP: AtomicU64 = AtomicU64::new(0);
+
+    /// Restarts the clock at 0; each later reading advances it by `step` nanoseconds.
+    pub fn reset(step: u64) {
+        NOW.store(0, Relaxed);
+        STEP.store(step, Relaxed);
+    }
+
+    pub(crate) fn read() -> u64 {
+        NOW.fetch_add(STEP.load(Relaxed), Relaxed)
+    }
+}
