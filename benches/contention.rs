@@ -3,6 +3,8 @@
 //! Groups (each benchmark id is `<group>/<lock>/<parameter>`, so the reports line the locks up):
 //!
 //! - `uncontended`: lock + unlock on one thread; time per pair.
+//! - `uncontended_timed/<lock>/{lock,try_lock_for}`: the same through `lock()` and through
+//!   `try_lock_for(1 s)`, side by side, for the locks with timed locking (ours and parking_lot).
 //! - `contended/<lock>/<threads>`: threads that do nothing but lock, increment a shared counter and
 //!   unlock, at 1, 2, 4, 8 and 2 x cores threads; throughput in acquisitions per second.
 //! - `cs_length/<lock>/<units>`: the same at min(4, cores) (at least 2) threads, with a critical
@@ -154,6 +156,35 @@ fn uncontended(c: &mut Criterion) {
     let mut group = c.benchmark_group("uncontended");
     group.sample_size(50);
     for_each_lock!(uncontended_lock(&mut group));
+    group.finish();
+}
+
+fn uncontended_timed_lock<R>(name: &str, group: &mut Group<'_>)
+where
+    R: lock_api::RawMutexTimed<Duration = Duration> + Send + Sync,
+{
+    let lock = lock_api::Mutex::<R, u64>::new(0);
+    group.bench_function(BenchmarkId::new(name, "lock"), |b| {
+        b.iter(|| {
+            let mut guard = lock.lock();
+            black_box(&mut guard);
+        })
+    });
+    group.bench_function(BenchmarkId::new(name, "try_lock_for"), |b| {
+        b.iter(|| {
+            let mut guard = lock.try_lock_for(Duration::from_secs(1));
+            black_box(&mut guard);
+        })
+    });
+}
+
+fn uncontended_timed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("uncontended_timed");
+    group.sample_size(50);
+    uncontended_timed_lock::<numa_locks::raw::RawMcs>("mcs", &mut group);
+    uncontended_timed_lock::<numa_locks::raw::RawCna>("cna", &mut group);
+    uncontended_timed_lock::<numa_locks::raw::RawHq>("hq", &mut group);
+    uncontended_timed_lock::<parking_lot::RawMutex>("parking_lot", &mut group);
     group.finish();
 }
 
@@ -334,6 +365,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = uncontended, contended, cs_length, pingpong, handoff_no_steal
+    targets = uncontended, uncontended_timed, contended, cs_length, pingpong, handoff_no_steal
 }
 criterion_main!(benches);
