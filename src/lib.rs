@@ -30,6 +30,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod condvar;
 #[cfg(not(loom))]
 mod mutex;
 mod qnode;
@@ -42,7 +43,10 @@ pub mod tunables;
 mod wait;
 
 #[cfg(not(loom))]
-pub use mutex::{CnaMutex, CnaMutexGuard, HqMutex, HqMutexGuard, McsMutex, McsMutexGuard};
+pub use mutex::{
+    CnaCondvar, CnaMutex, CnaMutexGuard, HqCondvar, HqMutex, HqMutexGuard, McsCondvar, McsMutex,
+    McsMutexGuard,
+};
 
 #[cfg(loom)]
 #[doc(hidden)]

@@ -1,5 +1,6 @@
 //! The user-facing aliases.
 
+use crate::condvar::RawCondvar;
 use crate::raw::{RawCna, RawHq, RawMcs};
 
 /// A fair FIFO queue lock (MCS) with spin-then-park waiting.
@@ -14,3 +15,32 @@ pub type CnaMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawCna, T>;
 pub type HqMutex<T> = lock_api::Mutex<RawHq, T>;
 /// The guard of a [`HqMutex`].
 pub type HqMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawHq, T>;
+
+/// A condition variable for [`McsMutex`] (the drop-in for `parking_lot::Condvar`).
+pub type McsCondvar = lock_api::Condvar<RawCondvar<RawMcs>>;
+/// A condition variable for [`CnaMutex`] (the drop-in for `parking_lot::Condvar`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use numa_locks::{CnaCondvar, CnaMutex};
+///
+/// let queue = Arc::new((CnaMutex::new(Vec::new()), CnaCondvar::new()));
+/// let producer = {
+///     let queue = queue.clone();
+///     std::thread::spawn(move || {
+///         queue.0.lock().push(42);
+///         queue.1.notify_all();
+///     })
+/// };
+/// let mut items = queue.0.lock();
+/// while items.is_empty() {
+///     queue.1.wait_for(&mut items, Duration::from_secs(10));
+/// }
+/// assert_eq!(items.pop(), Some(42));
+/// # drop(items);
+/// # producer.join().unwrap();
+/// ```
+pub type CnaCondvar = lock_api::Condvar<RawCondvar<RawCna>>;
+/// A condition variable for [`HqMutex`] (the drop-in for `parking_lot::Condvar`).
+pub type HqCondvar = lock_api::Condvar<RawCondvar<RawHq>>;

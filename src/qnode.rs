@@ -46,6 +46,9 @@ pub(crate) struct QNode {
     /// HQ: where the waiter queued: 0 = directly in the node FIFO, `s + 1` = in the local queue
     /// of slot `s`. Lets whoever passes headship over an abandoned node leave its queues for it.
     pub(crate) hq_slot: AtomicU32,
+    /// 1 while the node waits in a condition variable's list (guarded by that condition
+    /// variable's list lock; see `condvar.rs`).
+    pub(crate) cv_queued: AtomicU32,
 }
 
 /// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.
@@ -104,6 +107,7 @@ impl QNode {
             fifo_next: AtomicU32::new(0),
             proxy_busy: AtomicU32::new(0),
             hq_slot: AtomicU32::new(0),
+            cv_queued: AtomicU32::new(0),
         }
     }
 

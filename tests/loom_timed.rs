@@ -234,3 +234,145 @@ fn hq_abandoned_fifo_entry() {
         )
     });
 }
+
+// ---- Condition variables -------------------------------------------------------------------
+
+use numa_locks::raw::{QueueLock, RawCondvar};
+
+/// A waiter waits for a flag that another thread sets under the mutex and then notifies, with
+/// the notify before or after the unlock: whatever the interleaving (the notify landing before
+/// the waiter is in the list, between its append and its release of the mutex, or after), the
+/// waiter returns (no lost wake-up) holding the mutex and sees the flag.
+fn cv_wait_races_notify<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock: bool) {
+    loom_clock::reset(0);
+    let shared = Arc::new((new(), RawCondvar::<L>::new(), UnsafeCell::new(false)));
+    let waiter = {
+        let shared = shared.clone();
+        thread::spawn(move || {
+            shared.0.lock();
+            while !shared.2.with(|ready| unsafe { *ready }) {
+                unsafe { shared.1.wait(&shared.0) };
+            }
+            unsafe { shared.0.unlock() };
+        })
+    };
+    shared.0.lock();
+    shared.2.with_mut(|ready| unsafe { *ready = true });
+    if notify_under_lock {
+        shared.1.notify_one();
+        unsafe { shared.0.unlock() };
+    } else {
+        unsafe { shared.0.unlock() };
+        shared.1.notify_one();
+    }
+    waiter.join().unwrap();
+    assert!(shared.0.try_lock(), "the mutex ends held or reserved");
+    unsafe { shared.0.unlock() };
+}
+
+#[test]
+fn mcs_condvar_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || cv_wait_races_notify(RawMcs::new, false));
+    model(2, || cv_wait_races_notify(RawMcs::new, true));
+}
+
+#[test]
+fn cna_condvar_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || cv_wait_races_notify(RawCna::new, true));
+}
+
+#[test]
+fn hq_condvar_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || cv_wait_races_notify(RawHq::new_hierarchical, true));
+}
+
+/// A timed wait races a notify: if the notify reports that it notified a waiter, the wait must
+/// report "not timed out", and the other way round (no spurious wake-up, no lost notification);
+/// either way the waiter ends holding the mutex once and the mutex ends free.
+#[test]
+fn mcs_condvar_timed_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || {
+        loom_clock::reset(1);
+        let shared = Arc::new((
+            RawMcs::new(),
+            RawCondvar::<RawMcs>::new(),
+            UnsafeCell::new(0),
+        ));
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.0.lock();
+                let timed_out = unsafe { shared.1.wait_for(&shared.0, Duration::from_nanos(3)) };
+                shared.2.with_mut(|c| unsafe { *c += 1 });
+                unsafe { shared.0.unlock() };
+                timed_out
+            })
+        };
+        let notified = shared.1.notify_one();
+        let timed_out = waiter.join().unwrap();
+        assert!(
+            !(notified && timed_out),
+            "a notified wait reported a timeout"
+        );
+        // A wait that did not time out was notified: by this notify, or... by nobody else.
+        assert!(
+            notified || timed_out,
+            "a wait returned without notify or timeout"
+        );
+        assert_eq!(shared.2.with(|c| unsafe { *c }), 1);
+        assert!(shared.0.try_lock());
+        unsafe { shared.0.unlock() };
+    });
+}
+
+/// `notify_all` requeues two waiters into the mutex's queue while a third thread holds the mutex
+/// and another queues for it: every one of them gets the mutex exactly once.
+#[test]
+fn mcs_condvar_notify_all_requeues_behind_holder() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        loom_clock::reset(0);
+        let shared = Arc::new((
+            RawMcs::new(),
+            RawCondvar::<RawMcs>::new(),
+            UnsafeCell::new((0usize, false)),
+        ));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    shared.0.lock();
+                    shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                    while !shared.2.with(|s| unsafe { (*s).1 }) {
+                        unsafe { shared.1.wait(&shared.0) };
+                    }
+                    shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
+                    unsafe { shared.0.unlock() };
+                })
+            })
+            .collect();
+        // Wait until both are waiting (each counted itself before waiting).
+        loop {
+            shared.0.lock();
+            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
+                break;
+            }
+            unsafe { shared.0.unlock() };
+            thread::yield_now();
+        }
+        shared.2.with_mut(|s| unsafe { (*s).1 = true });
+        assert_eq!(shared.1.notify_all(), 2);
+        unsafe { shared.0.unlock() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(shared.2.with(|s| unsafe { (*s).0 }), 22);
+        assert!(shared.0.try_lock());
+        unsafe { shared.0.unlock() };
+    });
+}

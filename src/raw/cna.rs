@@ -76,7 +76,9 @@
 //! secondary queue is never lost on the way.
 
 use crate::qnode::{self, Queued, node, status};
-use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
+use crate::raw::{
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
 use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
 use crate::{topology, tunables};
 
@@ -202,7 +204,20 @@ impl RawCna {
                 None => return Queued::Abandoned,
             }
         }
-        // We are the head of the main queue, holding the secondary queue `secondary`.
+        self.lock_as_head(me, numa, secondary, deadline)
+    }
+
+    /// `me` (of NUMA node `numa`) is now the head of the main queue, holding the secondary queue
+    /// `secondary`: reorder while waiting for the lock (or give up at `deadline`), then choose
+    /// the next head.
+    fn lock_as_head(
+        &self,
+        me: u32,
+        numa: u64,
+        mut secondary: u32,
+        deadline: Option<u64>,
+    ) -> Queued {
+        let my = node(me);
         let next = my.next.load(Ordering::Acquire);
         if next != 0 {
             prewake(node(next));
@@ -507,6 +522,39 @@ fn shuffle_now() -> bool {
         x.is_multiple_of(SHUFFLE_ONE_IN)
     })
     .unwrap_or(false)
+}
+
+impl QueueLock for RawCna {
+    fn lock_queue_lock(&self, _: Token) {
+        self.lock();
+    }
+
+    unsafe fn unlock_queue_lock(&self, _: Token) {
+        // SAFETY: the caller holds the lock (the trait method's contract).
+        unsafe { self.unlock() }
+    }
+
+    fn requeue(&self, _: Token, first: u32, last: u32) {
+        // As `RawMcs::requeue`: the chain joins the main queue; heads sort it by node later.
+        // AcqRel / Release: as there.
+        let prev = self.tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            node(prev).next.store(first, Ordering::Release);
+        } else {
+            let made = self.core.word.hand_to(node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
+    fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {
+        // Relaxed: our own write, made before the node was queued.
+        let numa = node(me).numa.load(Ordering::Relaxed);
+        let acquired = self
+            .lock_as_head(me, numa, status::payload(head), None)
+            .acquired();
+        debug_assert!(acquired);
+        self.core.note_queued_acquisition();
+    }
 }
 
 impl_raw_mutex!(RawCna);

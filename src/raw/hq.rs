@@ -145,7 +145,9 @@ use core::ptr;
 use crossbeam_utils::CachePadded;
 
 use crate::qnode::{self, Queued, node, status};
-use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
+use crate::raw::{
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn};
 use crate::{topology, tunables};
 
@@ -432,8 +434,21 @@ impl RawHq {
                 }
             }
         };
-        // We are head. Wake the likely next head early if it sleeps: our local successor while
-        // the count allows a local handoff, else our FIFO successor.
+        self.lock_as_head(me, local, payload, deadline)
+    }
+
+    /// `me` is now head (the FIFO's front), with `payload`: take the lock (or give up at
+    /// `deadline`), then choose the next head (steps 4 to 6).
+    fn lock_as_head(
+        &self,
+        me: u32,
+        local: Option<Local<'_>>,
+        payload: u32,
+        deadline: Option<u64>,
+    ) -> Queued {
+        let my = node(me);
+        // Wake the likely next head early if it sleeps: our local successor while the count
+        // allows a local handoff, else our FIFO successor.
         let count = payload & COUNT_MASK;
         let limit = local_handoff_limit();
         // Acquire: pairs with the successors' Release link stores.
@@ -703,6 +718,51 @@ impl Drop for RawHq {
             // can reach it any more.
             drop(unsafe { Box::from_raw(queues) });
         }
+    }
+}
+
+impl QueueLock for RawHq {
+    fn lock_queue_lock(&self, _: Token) {
+        self.lock();
+    }
+
+    unsafe fn unlock_queue_lock(&self, _: Token) {
+        // SAFETY: the caller holds the lock (the trait method's contract).
+        unsafe { self.unlock() }
+    }
+
+    fn requeue(&self, _: Token, first: u32, last: u32) {
+        // The chain (linked by `next`, as the condition variable keeps it) joins the node FIFO
+        // as flat waiters, which every mode accepts (see Modes): relink it by `fifo_next`.
+        // Relaxed: published by the FIFO tail swap or `hand_to` below; the waiters sleep on
+        // their status and touch none of these fields.
+        let mut at = first;
+        while at != last {
+            let n = node(at);
+            let next = n.next.load(Ordering::Relaxed);
+            n.next.store(0, Ordering::Relaxed);
+            n.fifo_next.store(next, Ordering::Relaxed);
+            at = next;
+        }
+        node(last).fifo_next.store(0, Ordering::Relaxed);
+        // (prev, *, *) → (last, *, *). AcqRel: as in `lock_queued`.
+        let prev = self.fifo_tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            // Release: pairs with the Acquire in `wait_for_next`.
+            node(prev).fifo_next.store(first, Ordering::Release);
+        } else {
+            // The FIFO was empty: `first` is head (a requeued waiter never abandons).
+            let made = self.core.word.hand_to(node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
+    fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {
+        let acquired = self
+            .lock_as_head(me, None, status::payload(head), None)
+            .acquired();
+        debug_assert!(acquired);
+        self.core.note_queued_acquisition();
     }
 }
 

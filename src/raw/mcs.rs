@@ -29,7 +29,9 @@
 //! a queue of abandoned nodes drains without anyone waiting for them.
 
 use crate::qnode::{self, Queued, node};
-use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
+use crate::raw::{
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
 use crate::sync::{AtomicU32, Ordering, const_fn};
 
 /// The raw MCS queue lock behind [`McsMutex`](crate::McsMutex): 8 bytes, FIFO among queued
@@ -125,8 +127,14 @@ impl RawMcs {
                 return Queued::Abandoned;
             }
         }
-        // We are the queue head. Wake our successor early if it sleeps.
-        let next = my.next.load(Ordering::Acquire);
+        self.lock_as_head(me, deadline)
+    }
+
+    /// Steps 4 and 5 for `me`, now the queue head: take the lock (or give up at `deadline`),
+    /// then pass headship on.
+    fn lock_as_head(&self, me: u32, deadline: Option<u64>) -> Queued {
+        // Wake our successor early if it sleeps.
+        let next = node(me).next.load(Ordering::Acquire);
         if next != 0 {
             prewake(node(next));
         }
@@ -174,6 +182,39 @@ impl RawMcs {
             }
             (from, owned, reserved) = (next, true, true);
         }
+    }
+}
+
+impl QueueLock for RawMcs {
+    fn lock_queue_lock(&self, _: Token) {
+        self.lock();
+    }
+
+    unsafe fn unlock_queue_lock(&self, _: Token) {
+        // SAFETY: the caller holds the lock (the trait method's contract).
+        unsafe { self.unlock() }
+    }
+
+    fn requeue(&self, _: Token, first: u32, last: u32) {
+        // (prev, *) → (last, *). AcqRel: Release publishes the chain's nodes and links (written
+        // by the condition variable) to whoever links behind `last`; Acquire makes `prev`'s node
+        // visible before we write its link.
+        let prev = self.tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            // Release: pairs with the Acquire in `wait_for_next`.
+            node(prev).next.store(first, Ordering::Release);
+        } else {
+            // The queue was empty: `first` is head. It cannot have been abandoned (a waiter
+            // requeued from a condition variable no longer times out).
+            let made = self.core.word.hand_to(node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
+    fn lock_as_requeued_head(&self, _: Token, me: u32, _head: u32) {
+        let acquired = self.lock_as_head(me, None).acquired();
+        debug_assert!(acquired);
+        self.core.note_queued_acquisition();
     }
 }
 

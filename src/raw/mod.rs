@@ -15,6 +15,7 @@ mod cna;
 mod hq;
 mod mcs;
 
+pub use crate::condvar::RawCondvar;
 pub use cna::RawCna;
 pub use hq::RawHq;
 pub use mcs::RawMcs;
@@ -398,6 +399,14 @@ impl LockCore {
         taken
     }
 
+    /// Counts an acquisition that waited in the queue outside `lock_contended` (a waiter moved
+    /// there from a condition variable). Called by the new holder.
+    #[inline]
+    pub(crate) fn note_queued_acquisition(&self) {
+        #[cfg(feature = "stats")]
+        self.stats.on_acquire(Acquired::Queued);
+    }
+
     /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
     /// (or if that fails) wait in the lock's queues with `queued(node index, deadline)`. Returns
     /// whether this thread holds the lock: always `true` without a `deadline`; with one, `false`
@@ -427,10 +436,74 @@ impl LockCore {
     }
 }
 
+/// A lock whose queue a [`RawCondvar`] can move its waiters into:
+/// `RawMcs`, `RawCna` and `RawHq`. Sealed: its methods take a [`Token`] that only this crate can
+/// make, since they trust the node indices they are given.
+pub trait QueueLock: Sync {
+    /// The lock's `lock()`.
+    #[doc(hidden)]
+    fn lock_queue_lock(&self, token: Token);
+
+    /// The lock's `unlock()`.
+    ///
+    /// # Safety
+    /// The lock must be held.
+    #[doc(hidden)]
+    unsafe fn unlock_queue_lock(&self, token: Token);
+
+    /// Appends the chain of waiter nodes `first ..= last` (linked by `QNode::next`, each reset as
+    /// an arriving waiter of this lock would be, none abandoned) to the lock's queue, as if they
+    /// had arrived in that order; if the queue was empty, `first` becomes head.
+    #[doc(hidden)]
+    fn requeue(&self, token: Token, first: u32, last: u32);
+
+    /// The rest of `lock()` for a requeued waiter whose node `me` has just been made head with
+    /// the status `head`: returns holding the lock, with `me` out of the queue.
+    #[doc(hidden)]
+    fn lock_as_requeued_head(&self, token: Token, me: u32, head: u32);
+}
+
+/// Proof of being this crate, for [`QueueLock`]'s methods.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct Token(());
+
+impl Token {
+    /// Only the crate can make one.
+    pub(crate) const fn new() -> Self {
+        Token(())
+    }
+}
+
 /// Waits until this waiter is made queue head; returns the `HEAD` status with its payload.
 /// With a `deadline`, gives up once it has passed: the node is marked `ABANDONED` and left in
 /// the queue (`None`); the caller must never touch it again.
 pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
+    loop {
+        if let Some(head) = await_head(me, deadline) {
+            return Some(head);
+        }
+        // Acquire: as in `await_head`.
+        let s = me.status.load(Ordering::Acquire);
+        if s & status::HEAD != 0 {
+            return Some(s);
+        }
+        // (WAITING | PARKED) → ABANDONED, unless headship arrived first. Release: our last
+        // accesses to the node happen before the thread that passes headship over it (its swap
+        // acquires) recycles it for someone else.
+        if me
+            .status
+            .compare_exchange(s, status::ABANDONED, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return None;
+        }
+    }
+}
+
+/// Spins, then parks, until this waiter is made queue head (returns the `HEAD` status with its
+/// payload) or `deadline`, if given, passes (returns `None`, leaving the node as it is).
+pub(crate) fn await_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     let mut budget = SpinBudget::new(deadline);
     loop {
         // Acquire: pairs with the Release of the swap in `make_head`, so everything the previous
@@ -443,17 +516,7 @@ pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
             continue;
         }
         if wait::expired(deadline) {
-            // (WAITING | PARKED) → ABANDONED, unless headship arrived first. Release: our last
-            // accesses to the node happen before the thread that passes headship over it (its
-            // swap acquires) recycles it for someone else.
-            if me
-                .status
-                .compare_exchange(s, status::ABANDONED, Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                return None;
-            }
-            continue;
+            return None;
         }
         wait::announce_and_park(&me.status, s, status::PARKED, deadline);
         budget = SpinBudget::new(deadline);
