@@ -16,8 +16,10 @@
 //! ```
 //!
 //! - `wait`: the waiter resets its node as an arriving lock waiter would, appends it to the list
-//!   (under a small internal word lock), **then** releases the mutex, and sleeps on its node's
-//!   status word. A notify that comes after the release therefore finds it.
+//!   (under a small internal word lock), **then** releases the mutex, and parks at once on its
+//!   node's status word (as parking_lot's condvar does; spinning there would only take the CPU
+//!   from the notifier when threads outnumber cores). A notify that comes after the release
+//!   therefore finds it.
 //! - `notify_one` / `notify_all` take the first waiter / the whole list out (under the internal
 //!   lock) and **requeue** them into the mutex's queue (`QueueLock::requeue`): one tail swap
 //!   appends the chain, exactly as if the waiters had called `lock()` in that order. Nobody is
@@ -171,10 +173,15 @@ impl<R: QueueLock> RawCondvar<R> {
         // Only now release the mutex: a notify from here on finds us in the list.
         // SAFETY: the caller holds `mutex`.
         unsafe { mutex.unlock_queue_lock(Token::new()) };
+        // Park at once: a notification may be far off, and it only moves us into the mutex's
+        // queue, where the head's pre-wake rouses us when our turn is near. Spinning here would
+        // only take the CPU from the thread that must notify us when threads outnumber cores.
+        let mut spin_first = false;
         let head = loop {
-            if let Some(head) = crate::raw::await_head(my, deadline) {
+            if let Some(head) = crate::raw::await_head(my, deadline, spin_first) {
                 break head;
             }
+            spin_first = true;
             // The deadline passed: leave the list, unless a notify has taken us out of it.
             if self.remove(me) {
                 mutex.lock_queue_lock(Token::new());

@@ -42,10 +42,15 @@ pub mod topology;
 pub mod tunables;
 mod wait;
 
+/// `lock_api`, re-exported as parking_lot does, and its condvar timeout result.
+pub use lock_api::{self, WaitTimeoutResult};
 #[cfg(not(loom))]
 pub use mutex::{
-    CnaCondvar, CnaMutex, CnaMutexGuard, HqCondvar, HqMutex, HqMutexGuard, McsCondvar, McsMutex,
-    McsMutexGuard,
+    CnaCondvar, CnaMappedMutexGuard, CnaMappedReentrantMutexGuard, CnaMutex, CnaMutexGuard,
+    CnaReentrantMutex, CnaReentrantMutexGuard, HqCondvar, HqMappedMutexGuard,
+    HqMappedReentrantMutexGuard, HqMutex, HqMutexGuard, HqReentrantMutex, HqReentrantMutexGuard,
+    McsCondvar, McsMappedMutexGuard, McsMappedReentrantMutexGuard, McsMutex, McsMutexGuard,
+    McsReentrantMutex, McsReentrantMutexGuard, RawThreadId,
 };
 
 #[cfg(loom)]

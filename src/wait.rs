@@ -58,6 +58,17 @@ impl SpinBudget {
         Self::with_max_step(MAX_STEP, until)
     }
 
+    /// A budget that is used up: the first `spin` says "park now".
+    #[inline]
+    pub(crate) fn exhausted() -> Self {
+        SpinBudget {
+            deadline: 0,
+            step: 0,
+            max_step: 0,
+            spins: 0,
+        }
+    }
+
     #[inline]
     fn with_max_step(max_step: u32, until: Option<u64>) -> Self {
         let spin = tunables::spin_ns();

@@ -480,7 +480,7 @@ impl Token {
 /// the queue (`None`); the caller must never touch it again.
 pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     loop {
-        if let Some(head) = await_head(me, deadline) {
+        if let Some(head) = await_head(me, deadline, true) {
             return Some(head);
         }
         // Acquire: as in `await_head`.
@@ -501,10 +501,15 @@ pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     }
 }
 
-/// Spins, then parks, until this waiter is made queue head (returns the `HEAD` status with its
-/// payload) or `deadline`, if given, passes (returns `None`, leaving the node as it is).
-pub(crate) fn await_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
-    let mut budget = SpinBudget::new(deadline);
+/// Spins (if `spin_first`), then parks, until this waiter is made queue head (returns the `HEAD`
+/// status with its payload) or `deadline`, if given, passes (returns `None`, leaving the node as
+/// it is). After every wake-up it spins again before parking: a pre-wake means headship is near.
+pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) -> Option<u32> {
+    let mut budget = if spin_first {
+        SpinBudget::new(deadline)
+    } else {
+        SpinBudget::exhausted()
+    };
     loop {
         // Acquire: pairs with the Release of the swap in `make_head`, so everything the previous
         // head wrote for us (queue links, secondary queue, payload) is visible.
