@@ -153,6 +153,7 @@ impl RawCna {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        self.core.on_release();
         // The fast path fails if a proxy is recorded (the word is not exactly LOCKED).
         if !self.core.word.try_unlock_fast() {
             self.unlock_slow();
@@ -174,6 +175,7 @@ impl RawCna {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        self.core.on_release();
         if self.core.word.has_proxy() {
             self.hand_from_proxy(true);
         }

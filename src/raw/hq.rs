@@ -340,6 +340,7 @@ impl RawHq {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        self.core.on_release();
         self.hand_deferred();
         self.core.word.unlock();
     }
@@ -351,6 +352,7 @@ impl RawHq {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        self.core.on_release();
         self.hand_deferred();
         // Relaxed: while we hold the lock nobody leaves the FIFO (leaving needs the lock), and
         // a local waiter always has its representative in the FIFO.

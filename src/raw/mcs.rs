@@ -95,6 +95,7 @@ impl RawMcs {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        self.core.on_release();
         self.core.word.unlock();
     }
 
@@ -103,6 +104,7 @@ impl RawMcs {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        self.core.on_release();
         self.core
             .word
             .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);

@@ -383,7 +383,7 @@ impl LockCore {
         let taken = self.word.try_lock_fast();
         #[cfg(feature = "stats")]
         if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
+            self.stats.on_acquire(Acquired::Uncontended, None);
         }
         taken
     }
@@ -394,9 +394,17 @@ impl LockCore {
         let taken = self.word.try_lock_fast() || self.word.try_steal();
         #[cfg(feature = "stats")]
         if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
+            self.stats.on_acquire(Acquired::Uncontended, None);
         }
         taken
+    }
+
+    /// Called by every unlock of the crate's locks, while the lock is still held: records the
+    /// hold time (feature `stats`; nothing otherwise).
+    #[inline(always)]
+    pub(crate) fn on_release(&self) {
+        #[cfg(feature = "stats")]
+        self.stats.on_release();
     }
 
     /// Counts an acquisition that waited in the queue outside `lock_contended` (a waiter moved
@@ -404,7 +412,7 @@ impl LockCore {
     #[inline]
     pub(crate) fn note_queued_acquisition(&self) {
         #[cfg(feature = "stats")]
-        self.stats.on_acquire(Acquired::Queued);
+        self.stats.on_acquire(Acquired::Requeued, None);
     }
 
     /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
@@ -418,9 +426,11 @@ impl LockCore {
         queued: impl FnOnce(u32) -> Queued,
         deadline: Option<u64>,
     ) -> bool {
+        #[cfg(feature = "stats")]
+        let since = Some(crate::sync::ticks());
         if tunables::stealing() && self.word.spin_steal(nobody_queued) {
             #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Stolen);
+            self.stats.on_acquire(Acquired::Stolen, since);
             return true;
         }
         if wait::expired(deadline) {
@@ -430,7 +440,7 @@ impl LockCore {
         let acquired = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
         #[cfg(feature = "stats")]
         if acquired {
-            self.stats.on_acquire(Acquired::Queued);
+            self.stats.on_acquire(Acquired::Queued, since);
         }
         acquired
     }
@@ -701,6 +711,13 @@ macro_rules! impl_raw_mutex {
         impl crate::stats::HasStats for $raw {
             fn stats(&self) -> crate::stats::LockStats {
                 self.core.stats.snapshot()
+            }
+
+            fn reset_stats(&self) {
+                <$raw>::lock(self);
+                self.core.stats.reset();
+                // SAFETY: taken just above.
+                unsafe { <$raw>::unlock(self) };
             }
         }
     };
