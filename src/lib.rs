@@ -31,6 +31,8 @@
 #![warn(missing_docs)]
 
 mod condvar;
+#[cfg(feature = "lockup")]
+pub mod lockup;
 #[cfg(not(loom))]
 mod mutex;
 mod qnode;

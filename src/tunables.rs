@@ -48,6 +48,9 @@ static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
 static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
+/// The lockup threshold in ns; 0 = off.
+#[cfg(feature = "lockup")]
+static LOCKUP_THRESHOLD_NS: AtomicU64 = AtomicU64::new(0);
 
 /// A rejected tunable value: which tunable, the value given, and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +172,37 @@ pub fn hq_local_handoffs() -> u64 {
     HQ_LOCAL_HANDOFFS.load(Relaxed)
 }
 
+/// Sets the time after which the queue head of a lock that has not been acquired meanwhile
+/// reports a suspected lockup (feature `lockup`; see [`crate::lockup`]). `Duration::ZERO` turns
+/// reports off (the default). Allowed: 0, or 1 ms to 1 hour.
+///
+/// While a threshold is set, queue heads park for at most a quarter of it at a time, to check.
+#[cfg(feature = "lockup")]
+pub fn set_lockup_threshold(value: Duration) -> Result<(), TunableError> {
+    let ns = if value.is_zero() {
+        0
+    } else {
+        check_duration(
+            "lockup_threshold",
+            value,
+            Duration::from_millis(1),
+            Duration::from_secs(3_600),
+            "0 (off) or 1ms to 1h",
+        )?
+    };
+    LOCKUP_THRESHOLD_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// The lockup threshold, or `None` while reports are off (feature `lockup`).
+#[cfg(feature = "lockup")]
+pub fn lockup_threshold() -> Option<Duration> {
+    match LOCKUP_THRESHOLD_NS.load(Relaxed) {
+        0 => None,
+        ns => Some(Duration::from_nanos(ns)),
+    }
+}
+
 /// Restores every tunable to its default.
 pub fn reset_defaults() {
     SPIN_NS.store(DEFAULT_SPIN_TIME.as_nanos() as u64, Relaxed);
@@ -176,6 +210,8 @@ pub fn reset_defaults() {
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
     HQ_LOCAL_HANDOFFS.store(DEFAULT_HQ_LOCAL_HANDOFFS, Relaxed);
+    #[cfg(feature = "lockup")]
+    LOCKUP_THRESHOLD_NS.store(0, Relaxed);
 }
 
 // Crate-internal readers in the units the slow paths use.
@@ -187,4 +223,8 @@ pub(crate) fn steal_bound_ns() -> u64 {
 }
 pub(crate) fn cna_flush_ns() -> u64 {
     CNA_FLUSH_NS.load(Relaxed)
+}
+#[cfg(feature = "lockup")]
+pub(crate) fn lockup_threshold_ns() -> u64 {
+    LOCKUP_THRESHOLD_NS.load(Relaxed)
 }

@@ -77,10 +77,11 @@
 
 use crate::qnode::{self, Queued, node, status};
 use crate::raw::{
-    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
 };
 use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
 use crate::{topology, tunables};
+use core::cell::Cell;
 
 /// The raw compact NUMA-aware lock behind [`CnaMutex`](crate::CnaMutex): 8 bytes, keeps the
 /// lock on one NUMA node while it has waiters there, flushes waiters of other nodes back after
@@ -124,6 +125,7 @@ impl RawCna {
 
     /// Acquires the lock, waiting as long as needed.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub fn lock(&self) {
         if !self.core.try_lock_fast() {
             self.lock_slow(None);
@@ -132,6 +134,7 @@ impl RawCna {
 
     /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
     /// `LockCore::lock_contended`.
+    #[cfg_attr(feature = "lockup", track_caller)]
     fn lock_slow(&self, deadline: Option<u64>) -> bool {
         // Relaxed: only a hint for stealing; the queue orders those who queue.
         self.core.lock_contended(
@@ -143,6 +146,7 @@ impl RawCna {
 
     /// Acquires the lock if it is free and no waiter is owed it.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub fn try_lock(&self) -> bool {
         self.core.try_lock()
     }
@@ -212,14 +216,10 @@ impl RawCna {
     /// `me` (of NUMA node `numa`) is now the head of the main queue, holding the secondary queue
     /// `secondary`: reorder while waiting for the lock (or give up at `deadline`), then choose
     /// the next head.
-    fn lock_as_head(
-        &self,
-        me: u32,
-        numa: u64,
-        mut secondary: u32,
-        deadline: Option<u64>,
-    ) -> Queued {
+    fn lock_as_head(&self, me: u32, numa: u64, secondary: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
+        // A cell: the reordering changes it while the lockup walk may read it.
+        let secondary = Cell::new(secondary);
         let next = my.next.load(Ordering::Acquire);
         if next != 0 {
             prewake(node(next));
@@ -227,9 +227,16 @@ impl RawCna {
         // Shuffle reduction: with no secondary queue, reorder once in SHUFFLE_ONE_IN handoffs,
         // unless the queue shows sustained contention (two or more waiters behind us), where
         // reordering pays for itself.
-        let mut reorder = secondary != 0 || shuffle_now();
+        let mut reorder = secondary.get() != 0 || shuffle_now();
         let mut walk = Walk { cursor: 0 };
         let mut undecided = false;
+        let lockup_walk = |visit: &mut dyn FnMut(u64)| {
+            walk_links(me, |n| &n.next, visit);
+            walk_links(secondary.get(), |n| &n.next, visit);
+        };
+        let watch = self
+            .core
+            .head_watch(self as *const Self as *const (), &lockup_walk);
         let acquired = self.core.word.acquire_as_head(
             || {
                 if !reorder {
@@ -238,11 +245,15 @@ impl RawCna {
                         return true;
                     }
                 }
-                undecided = self.order_queue(me, numa, &mut secondary, &mut walk);
+                let mut s = secondary.get();
+                undecided = self.order_queue(me, numa, &mut s, &mut walk);
+                secondary.set(s);
                 undecided
             },
             deadline,
+            watch,
         );
+        let mut secondary = secondary.get();
         let Some(fair) = acquired else {
             // Time is up while we were head: leave headship, secondary queue and all.
             if let Some((next, payload)) = self.leave_headship(me, secondary, false) {

@@ -146,7 +146,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::qnode::{self, Queued, node, status};
 use crate::raw::{
-    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
 };
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn};
 use crate::{topology, tunables};
@@ -309,6 +309,7 @@ impl RawHq {
 
     /// Acquires the lock, waiting as long as needed.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub fn lock(&self) {
         // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`) sets
         // `NO_STEAL` until the new head has the lock, so this CAS cannot jump the queue.
@@ -319,6 +320,7 @@ impl RawHq {
 
     /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
     /// `LockCore::lock_contended`.
+    #[cfg_attr(feature = "lockup", track_caller)]
     fn lock_slow(&self, deadline: Option<u64>) -> bool {
         // Relaxed: only a hint for stealing; the queues order those who queue.
         self.core.lock_contended(
@@ -330,6 +332,7 @@ impl RawHq {
 
     /// Acquires the lock if it is free and no waiter is owed it.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub fn try_lock(&self) -> bool {
         self.core.try_lock()
     }
@@ -472,7 +475,26 @@ impl RawHq {
         if likely != 0 {
             prewake(node(likely));
         }
-        let Some(fair) = self.core.word.acquire_as_head(|| false, deadline) else {
+        // Lockup reports: the node FIFO from us, and each entry's local queue.
+        let walk = |visit: &mut dyn FnMut(u64)| {
+            walk_links(me, |n| &n.fifo_next, visit);
+            let mut entry = me;
+            for _ in 0..crate::raw::WALK_LIMIT {
+                if entry == 0 {
+                    break;
+                }
+                let n = node(entry);
+                // Relaxed: a racy snapshot for a report.
+                if n.hq_slot.load(Ordering::Relaxed) != 0 {
+                    walk_links(n.next.load(Ordering::Relaxed), |n| &n.next, visit);
+                }
+                entry = n.fifo_next.load(Ordering::Acquire);
+            }
+        };
+        let watch = self
+            .core
+            .head_watch(self as *const Self as *const (), &walk);
+        let Some(fair) = self.core.word.acquire_as_head(|| false, deadline, watch) else {
             // Time is up while we were head: leave headship without the lock.
             if let Some((next, payload)) = self.leave_headship(me, payload, false) {
                 self.hand_headship(next, payload);

@@ -30,7 +30,7 @@
 
 use crate::qnode::{self, Queued, node};
 use crate::raw::{
-    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
 };
 use crate::sync::{AtomicU32, Ordering, const_fn};
 
@@ -66,6 +66,7 @@ impl RawMcs {
 
     /// Acquires the lock, waiting as long as needed.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub fn lock(&self) {
         if !self.core.try_lock_fast() {
             self.lock_slow(None);
@@ -74,6 +75,7 @@ impl RawMcs {
 
     /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
     /// `LockCore::lock_contended`.
+    #[cfg_attr(feature = "lockup", track_caller)]
     fn lock_slow(&self, deadline: Option<u64>) -> bool {
         // Relaxed: only a hint for stealing; the queue orders those who queue.
         self.core.lock_contended(
@@ -85,6 +87,7 @@ impl RawMcs {
 
     /// Acquires the lock if it is free and no waiter is owed it.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub fn try_lock(&self) -> bool {
         self.core.try_lock()
     }
@@ -118,7 +121,12 @@ impl RawMcs {
 
     fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
-        my.reset(0);
+        // MCS needs no node id; lockup reports show where the waiters are.
+        my.reset(if cfg!(feature = "lockup") {
+            crate::topology::current_node() as u64
+        } else {
+            0
+        });
         // (prev, *) → (me, *). AcqRel: Release publishes `my.reset`; Acquire makes `prev`'s
         // node (and its registry chunk) visible before we write its link.
         let prev = self.tail.swap(me, Ordering::AcqRel);
@@ -140,7 +148,11 @@ impl RawMcs {
         if next != 0 {
             prewake(node(next));
         }
-        let acquired = self.core.word.acquire_as_head(|| false, deadline);
+        let walk = |visit: &mut dyn FnMut(u64)| walk_links(me, |n| &n.next, visit);
+        let watch = self
+            .core
+            .head_watch(self as *const Self as *const (), &walk);
+        let acquired = self.core.word.acquire_as_head(|| false, deadline, watch);
         self.pass_headship(me, acquired.is_none());
         match acquired {
             Some(_) => Queued::Acquired,

@@ -260,10 +260,15 @@ impl LockWord {
     /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
     /// lock is held by someone else, at least once before the first park, until it returns
     /// `false`.
+    ///
+    /// `watch` is the lockup check (feature `lockup`): while a threshold is set, the head parks
+    /// for at most a quarter of it at a time and checks after every wake-up.
+    #[cfg_attr(not(feature = "lockup"), allow(unused_mut, unused_variables))]
     pub(crate) fn acquire_as_head(
         &self,
         mut while_busy: impl FnMut() -> bool,
         deadline: Option<u64>,
+        mut watch: HeadWatch<'_>,
     ) -> Option<bool> {
         let stealing = tunables::stealing();
         let since = if stealing { now_ns() } else { 0 };
@@ -311,7 +316,20 @@ impl LockWord {
                 continue;
             }
             // (LOCKED, x) → (LOCKED, x | PARKED), then sleep while the word is unchanged.
-            wait::announce_and_park(&self.state, s, PARKED, deadline);
+            #[cfg(feature = "lockup")]
+            let park_deadline = match &watch {
+                Some(check) => {
+                    Some(deadline.map_or(check.wake_by(now), |d| d.min(check.wake_by(now))))
+                }
+                None => deadline,
+            };
+            #[cfg(not(feature = "lockup"))]
+            let park_deadline = deadline;
+            wait::announce_and_park(&self.state, s, PARKED, park_deadline);
+            #[cfg(feature = "lockup")]
+            if let Some(check) = &mut watch {
+                check.check();
+            }
             budget = SpinBudget::with_backoff(deadline);
         }
     }
@@ -364,7 +382,20 @@ pub(crate) struct LockCore {
     pub(crate) word: LockWord,
     #[cfg(feature = "stats")]
     pub(crate) stats: Counters,
+    #[cfg(feature = "lockup")]
+    pub(crate) lockup: crate::lockup::Tracker,
 }
+
+/// Visits the NUMA node of every waiter in a lock's queues (for a lockup report).
+pub(crate) type QueueWalk<'a> = &'a dyn Fn(&mut dyn FnMut(u64));
+
+/// What the queue head's wait needs to report a suspected lockup (feature `lockup`, threshold
+/// set; see `lockup::HeadCheck`); nothing without the feature.
+#[cfg(feature = "lockup")]
+pub(crate) type HeadWatch<'a> = Option<crate::lockup::HeadCheck<'a>>;
+/// What the queue head's wait needs to report a suspected lockup: nothing without the feature.
+#[cfg(not(feature = "lockup"))]
+pub(crate) type HeadWatch<'a> = core::marker::PhantomData<&'a ()>;
 
 impl LockCore {
     const_fn! {
@@ -373,30 +404,60 @@ impl LockCore {
                 word: LockWord::new(),
                 #[cfg(feature = "stats")]
                 stats: Counters::new(),
+                #[cfg(feature = "lockup")]
+                lockup: crate::lockup::Tracker::new(),
             }
         }
     }
 
     /// The uncontended path: one CAS on the lock word.
     #[inline(always)]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub(crate) fn try_lock_fast(&self) -> bool {
         let taken = self.word.try_lock_fast();
         #[cfg(feature = "stats")]
         if taken {
-            self.stats.on_acquire(Acquired::Uncontended, None);
+            self.on_acquire(Acquired::Uncontended, None);
         }
         taken
     }
 
     /// `try_lock`: takes the lock if it is free and no waiter is owed it.
     #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub(crate) fn try_lock(&self) -> bool {
         let taken = self.word.try_lock_fast() || self.word.try_steal();
         #[cfg(feature = "stats")]
         if taken {
-            self.stats.on_acquire(Acquired::Uncontended, None);
+            self.on_acquire(Acquired::Uncontended, None);
         }
         taken
+    }
+
+    /// Records an acquisition (features `stats` and `lockup`). Called by the new holder.
+    #[cfg(feature = "stats")]
+    #[inline(always)]
+    #[cfg_attr(feature = "lockup", track_caller)]
+    fn on_acquire(&self, how: Acquired, since: Option<u64>) {
+        self.stats.on_acquire(how, since);
+        #[cfg(feature = "lockup")]
+        self.lockup.on_acquire(core::panic::Location::caller());
+    }
+
+    /// The lockup check for a queue head that starts waiting now (feature `lockup`, while a
+    /// threshold is set); `lock` is the raw lock's address and `walk` visits the NUMA node of
+    /// every queued waiter, for the report. Nothing without the feature.
+    #[inline]
+    pub(crate) fn head_watch<'a>(&'a self, lock: *const (), walk: QueueWalk<'a>) -> HeadWatch<'a> {
+        #[cfg(feature = "lockup")]
+        {
+            crate::lockup::HeadCheck::new(&self.lockup, &self.stats, lock as usize, walk)
+        }
+        #[cfg(not(feature = "lockup"))]
+        {
+            let _ = (lock, walk);
+            core::marker::PhantomData
+        }
     }
 
     /// Called by every unlock of the crate's locks, while the lock is still held: records the
@@ -412,7 +473,7 @@ impl LockCore {
     #[inline]
     pub(crate) fn note_queued_acquisition(&self) {
         #[cfg(feature = "stats")]
-        self.stats.on_acquire(Acquired::Requeued, None);
+        self.on_acquire(Acquired::Requeued, None);
     }
 
     /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
@@ -420,6 +481,7 @@ impl LockCore {
     /// whether this thread holds the lock: always `true` without a `deadline`; with one, `false`
     /// once it has passed (never before).
     #[cold]
+    #[cfg_attr(feature = "lockup", track_caller)]
     pub(crate) fn lock_contended(
         &self,
         nobody_queued: impl Fn() -> bool,
@@ -430,7 +492,7 @@ impl LockCore {
         let since = Some(crate::sync::ticks());
         if tunables::stealing() && self.word.spin_steal(nobody_queued) {
             #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Stolen, since);
+            self.on_acquire(Acquired::Stolen, since);
             return true;
         }
         if wait::expired(deadline) {
@@ -440,7 +502,7 @@ impl LockCore {
         let acquired = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
         #[cfg(feature = "stats")]
         if acquired {
-            self.stats.on_acquire(Acquired::Queued, since);
+            self.on_acquire(Acquired::Queued, since);
         }
         acquired
     }
@@ -578,6 +640,25 @@ pub(crate) fn prewake(next: &QNode) {
     }
 }
 
+/// Most nodes a lockup report's walk of a queue visits (the walk races with the queue's changes
+/// and only reports what it saw, so it must also end if links form a cycle meanwhile).
+pub(crate) const WALK_LIMIT: usize = 1 << 20;
+
+/// Visits the NUMA node of `from` and of every waiter linked after it through `link`, as far as
+/// they are linked (feature `lockup`: the queue shape in a report).
+pub(crate) fn walk_links(from: u32, link: fn(&QNode) -> &AtomicU32, visit: &mut dyn FnMut(u64)) {
+    let mut at = from;
+    for _ in 0..WALK_LIMIT {
+        if at == 0 {
+            return;
+        }
+        let n = qnode::node(at);
+        // Relaxed / Acquire: a racy snapshot for a report; every index names a live node.
+        visit(n.numa.load(Ordering::Relaxed));
+        at = link(n).load(Ordering::Acquire);
+    }
+}
+
 /// Waits for the successor of `me` to link itself (it has swapped the tail but not yet written
 /// `me.next`); returns its index.
 #[inline]
@@ -632,6 +713,7 @@ macro_rules! impl_raw_mutex {
             /// unsafe { raw.unlock() };
             /// ```
             #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
             pub fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
                 self.core.try_lock_fast()
                     || self.lock_slow(Some($crate::raw::deadline_after(timeout)))
@@ -649,12 +731,14 @@ macro_rules! impl_raw_mutex {
             type Guard = lock_api::GuardSend;
 
             #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
             fn lock(&self) -> lock_api::GuardSend {
                 <$raw>::lock(self);
                 lock_api::GuardSend::new()
             }
 
             #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
             fn try_lock(&self) -> Option<lock_api::GuardSend> {
                 <$raw>::try_lock(self).then(lock_api::GuardSend::new)
             }
@@ -689,11 +773,13 @@ macro_rules! impl_raw_mutex {
             type Instant = std::time::Instant;
 
             #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
             fn try_lock_for(&self, timeout: std::time::Duration) -> Option<lock_api::GuardSend> {
                 <$raw>::try_lock_for(self, timeout).then(lock_api::GuardSend::new)
             }
 
             #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
             fn try_lock_until(&self, timeout: std::time::Instant) -> Option<lock_api::GuardSend> {
                 // The lock's clock is `now_ns`: convert the instant into a time left on it.
                 let left = timeout.saturating_duration_since(std::time::Instant::now());

@@ -203,6 +203,11 @@ impl Counters {
         self.hold.reset();
     }
 
+    /// Acquisitions so far (a snapshot).
+    pub(crate) fn acquisitions(&self) -> u64 {
+        self.acquisitions.load(Relaxed)
+    }
+
     /// Records a CNA secondary-queue flush. Must be called by the holder.
     pub(crate) fn on_flush(&self) {
         bump(&self.flushes, 1);
