@@ -102,12 +102,24 @@ fn smoke<R: RawMutex + Send + Sync + 'static>(name: &str) {
     let machine = Machine::by_name("x5-4").unwrap();
     let (threads, acquisitions) = (16, 500);
     let (first, count) = counter::<R>(machine, 1, threads, acquisitions);
-    assert_eq!(count, threads as u64 * acquisitions, "{name}: lost or extra acquisitions");
+    assert_eq!(
+        count,
+        threads as u64 * acquisitions,
+        "{name}: lost or extra acquisitions"
+    );
     let (second, count2) = counter::<R>(machine, 1, threads, acquisitions);
     assert_eq!(count2, count);
     assert_eq!(
-        (first.virtual_end_ns, first.simulated_accesses, first.scheduling_decisions),
-        (second.virtual_end_ns, second.simulated_accesses, second.scheduling_decisions),
+        (
+            first.virtual_end_ns,
+            first.simulated_accesses,
+            first.scheduling_decisions
+        ),
+        (
+            second.virtual_end_ns,
+            second.simulated_accesses,
+            second.scheduling_decisions
+        ),
         "{name}: the same seed must give the same figures"
     );
     let per_second = count as f64 / (first.virtual_end_ns as f64 * 1e-9);

@@ -417,8 +417,14 @@ mod tests {
     fn plain_std_outside_a_simulation() {
         let a = AtomicU64::new(5);
         assert_eq!(a.swap(6, Ordering::SeqCst), 5);
-        assert_eq!(a.compare_exchange(6, 7, Ordering::SeqCst, Ordering::SeqCst), Ok(6));
-        assert_eq!(a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |x| Some(x * 2)), Ok(7));
+        assert_eq!(
+            a.compare_exchange(6, 7, Ordering::SeqCst, Ordering::SeqCst),
+            Ok(6)
+        );
+        assert_eq!(
+            a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |x| Some(x * 2)),
+            Ok(7)
+        );
         assert_eq!(a.fetch_max(20, Ordering::SeqCst), 14);
         assert_eq!(a.into_inner(), 20);
         let b = AtomicBool::default();

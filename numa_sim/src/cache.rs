@@ -76,7 +76,9 @@ impl Topo {
     pub(crate) fn new(machine: &'static Machine) -> Self {
         Topo {
             machine,
-            places: (0..machine.hw_threads()).map(|hw| machine.place(hw)).collect(),
+            places: (0..machine.hw_threads())
+                .map(|hw| machine.place(hw))
+                .collect(),
         }
     }
 
@@ -263,7 +265,13 @@ mod tests {
         let mut line = Line::new(0);
         // Cold miss from local memory, then hits.
         let r = line.load(&t, 0, 0, id);
-        assert_eq!(r, Reservation { completion: c.dram_local, hit: false });
+        assert_eq!(
+            r,
+            Reservation {
+                completion: c.dram_local,
+                hit: false
+            }
+        );
         let r = line.load(&t, 0, r.completion, id);
         assert!(r.hit);
         // Another socket (hw 36 is socket 1) reads it from hw 0's cache.

@@ -332,8 +332,7 @@ impl Engine {
         let me = self.current;
         let mine = self.tasks[me].clock;
         for (id, task) in self.tasks.iter().enumerate() {
-            if id != me && task.runnable && (task.clock < mine || (task.clock == mine && id < me))
-            {
+            if id != me && task.runnable && (task.clock < mine || (task.clock == mine && id < me)) {
                 return false;
             }
         }
@@ -344,7 +343,10 @@ impl Engine {
     /// The scheduler's choice among `runnable` (shuttle's list): the smallest `(clock, id)`.
     /// Refreshes the runnable flags. `None` when every runnable task waits for ever: then the
     /// simulation is stopped with a deadlock report.
-    pub(crate) fn choose(&mut self, runnable: impl Iterator<Item = usize> + Clone) -> Option<usize> {
+    pub(crate) fn choose(
+        &mut self,
+        runnable: impl Iterator<Item = usize> + Clone,
+    ) -> Option<usize> {
         self.counters.decisions += 1;
         for task in &mut self.tasks {
             task.runnable = false;
@@ -394,8 +396,11 @@ impl Engine {
                 _ if !task.runnable => "blocked (joining a thread)".to_string(),
                 Wait::Running => format!("runnable at {} ns", task.clock / 1000),
                 Wait::Spinning { .. } => {
-                    let lines: Vec<String> =
-                        task.watching.iter().map(|l| format!("{:#x}", l << 6)).collect();
+                    let lines: Vec<String> = task
+                        .watching
+                        .iter()
+                        .map(|l| format!("{:#x}", l << 6))
+                        .collect();
                     format!(
                         "spinning since {} ns on line(s) [{}], no spin deadline ahead",
                         task.sleep_start / 1000,
@@ -416,11 +421,16 @@ impl Engine {
     pub(crate) fn virtual_end(&self) -> Ps {
         self.tasks
             .iter()
-            .map(|t| if t.clock == NEVER { t.sleep_start } else { t.clock })
+            .map(|t| {
+                if t.clock == NEVER {
+                    t.sleep_start
+                } else {
+                    t.clock
+                }
+            })
             .max()
             .unwrap_or(0)
     }
-
 
     /// Step 2 of an access (see the module docs): cost it, update the line, advance the
     /// current task's clock, wake the spinners a write concerns.
@@ -544,9 +554,8 @@ impl Engine {
             if line.sleepers.len() >= 8 {
                 // Drop stale entries (sleeps that already ended) before they pile up.
                 let tasks = &self.tasks;
-                line.sleepers.retain(|&(id, seq)| {
-                    tasks[id as usize].wait == Wait::Spinning { seq }
-                });
+                line.sleepers
+                    .retain(|&(id, seq)| tasks[id as usize].wait == Wait::Spinning { seq });
             }
             line.sleepers.push((me as u32, seq));
         }

@@ -486,7 +486,14 @@ mod tests {
             assert_eq!(Machine::by_name(m.name).unwrap(), m);
             assert!(Machine::presets()[..i].iter().all(|o| o.name != m.name));
             let c = &m.costs;
-            for v in [c.l1_hit, c.rmw_hit, c.pause, c.clock_read, c.yield_, c.futex_wait] {
+            for v in [
+                c.l1_hit,
+                c.rmw_hit,
+                c.pause,
+                c.clock_read,
+                c.yield_,
+                c.futex_wait,
+            ] {
                 assert!(v > 0, "{}: every cost must be positive", m.name);
             }
             for class in LatencyClass::TRANSFERS {

@@ -107,7 +107,8 @@ fn rmws_on_one_line_serialize() {
     for (threads, r) in [(4u64, r4), (8, r8)] {
         let transfers = threads * 200;
         assert!(
-            r.virtual_end_ns >= (transfers - threads) * l3 && r.virtual_end_ns <= transfers * l3 + 1000,
+            r.virtual_end_ns >= (transfers - threads) * l3
+                && r.virtual_end_ns <= transfers * l3 + 1000,
             "{threads} threads: {r:?}"
         );
     }
@@ -137,7 +138,10 @@ fn a_spin_loop_sleeps_until_the_write_or_its_deadline() {
             s1.lock().unwrap().push(("reader", numa_sim::now_ns()));
         });
         // A spinner with a 20 us deadline on a line nobody writes before then.
-        let (c, _) = m.pair_of_class(LatencyClass::Smt).map(|(x, y)| (y + 2, x)).unwrap();
+        let (c, _) = m
+            .pair_of_class(LatencyClass::Smt)
+            .map(|(x, y)| (y + 2, x))
+            .unwrap();
         let timed = thread::spawn_on(c, move || {
             let deadline = numa_sim::now_ns() + 20_000;
             numa_sim::spin_deadline(deadline);
@@ -285,7 +289,10 @@ fn runs_repeat_exactly_and_seeds_differ() {
     assert_eq!(a.scheduling_decisions, b.scheduling_decisions);
     assert_eq!(sum_a, sum_b);
     let (c, sum_c) = contended(2, 0.05, true);
-    assert!(c.virtual_end_ns != a.virtual_end_ns && sum_c != sum_a, "{a:?} {c:?}");
+    assert!(
+        c.virtual_end_ns != a.virtual_end_ns && sum_c != sum_a,
+        "{a:?} {c:?}"
+    );
 }
 
 #[test]
@@ -294,7 +301,10 @@ fn lookahead_changes_nothing_but_decisions() {
     let (off, sum_off) = contended(3, 0.05, false);
     assert!(same_figures(&on, &off), "{on:?} {off:?}");
     assert_eq!(sum_on, sum_off);
-    assert!(on.scheduling_decisions < off.scheduling_decisions, "{on:?} {off:?}");
+    assert!(
+        on.scheduling_decisions < off.scheduling_decisions,
+        "{on:?} {off:?}"
+    );
 }
 
 #[test]
@@ -406,7 +416,10 @@ fn clear_errors() {
             b.join();
         });
     });
-    assert!(message.contains("hardware thread 3") && message.contains("already runs"), "{message}");
+    assert!(
+        message.contains("hardware thread 3") && message.contains("already runs"),
+        "{message}"
+    );
     let message = panic_message(|| {
         Simulation::new(m).run(|| thread::spawn_on(144, || {}).join());
     });
