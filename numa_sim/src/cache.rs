@@ -89,13 +89,17 @@ impl Topo {
             .transfer(class_of(&self.places[a], &self.places[b]))
     }
 
-    /// The cost of fetching a line homed on `home` from memory into `hw`.
+    /// The cost of fetching a line homed on node `home` from memory into `hw`.
     #[inline]
     pub(crate) fn memory(&self, hw: usize, home: usize) -> Ps {
-        if self.places[hw].node == home {
-            self.machine.costs.dram_local
+        let place = &self.places[hw];
+        let costs = &self.machine.costs;
+        if place.node == home {
+            costs.dram_local
+        } else if place.socket == home / self.machine.nodes_per_socket {
+            costs.dram_remote
         } else {
-            self.machine.costs.dram_remote
+            costs.dram_other_socket
         }
     }
 }
