@@ -154,7 +154,7 @@ fn hq_counter_on_x5_4() {
 /// 8 threads over 4 sockets, 2 acquisitions each, under random schedules.
 fn randomized<R: RawMutex + Send + Sync + 'static>(seed: u64, schedules: usize) {
     let machine = Machine::by_name("x5-4").unwrap();
-    numa_sim::check_random(machine, seed, schedules, move || {
+    let report = numa_sim::check_random(machine, seed, schedules, move || {
         let shared = Arc::new(Shared::<R>::new());
         let workers: Vec<_> = numa_sim::placement(machine, 8)
             .unwrap()
@@ -171,6 +171,14 @@ fn randomized<R: RawMutex + Send + Sync + 'static>(seed: u64, schedules: usize) 
         workers.into_iter().for_each(|w| w.join());
         assert_eq!(shared.count(), 16);
     });
+    assert_eq!(report.executions, schedules);
+    println!(
+        "{} random schedules: {} decisions ({} per schedule), host {:.3} s",
+        report.executions,
+        report.scheduling_decisions,
+        report.scheduling_decisions / schedules as u64,
+        report.host_time.as_secs_f64()
+    );
 }
 
 #[test]

@@ -193,6 +193,19 @@ impl Drop for FailureNote {
     }
 }
 
+/// What a randomized check ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RandomReport {
+    /// Executions (schedules) run.
+    pub executions: usize,
+    /// Scheduling decisions over all executions.
+    pub scheduling_decisions: u64,
+    /// Simulated accesses over all executions.
+    pub simulated_accesses: u64,
+    /// Host time.
+    pub host_time: Duration,
+}
+
 /// Runs `f` under `iterations` random schedules (shuttle's `RandomScheduler`, seeded with
 /// `seed`): every simulated access is a scheduling point, chosen at random. Costs and clocks
 /// are still tracked, so time passes and deadlines expire, but they order nothing; spinners do
@@ -218,7 +231,12 @@ impl Drop for FailureNote {
 ///     assert_eq!(n.load(SeqCst), 3);
 /// });
 /// ```
-pub fn check_random<F>(machine: &'static Machine, seed: u64, iterations: usize, f: F)
+pub fn check_random<F>(
+    machine: &'static Machine,
+    seed: u64,
+    iterations: usize,
+    f: F,
+) -> RandomReport
 where
     F: Fn() + Send + Sync + 'static,
 {
@@ -228,13 +246,19 @@ where
         RandomScheduler::new_from_seed(seed, iterations),
         format!("check_random (seed {seed})"),
         f,
-    );
+    )
 }
 
 /// Like [`check_random`], under shuttle's PCT scheduler (priority-based, with `depth`
 /// priority change points per execution), which finds bugs that need a few specific
 /// preemptions far more often than uniform random choices.
-pub fn check_pct<F>(machine: &'static Machine, seed: u64, iterations: usize, depth: usize, f: F)
+pub fn check_pct<F>(
+    machine: &'static Machine,
+    seed: u64,
+    iterations: usize,
+    depth: usize,
+    f: F,
+) -> RandomReport
 where
     F: Fn() + Send + Sync + 'static,
 {
@@ -244,12 +268,12 @@ where
         PctScheduler::new_from_seed(seed, depth, iterations),
         format!("check_pct (seed {seed}, depth {depth})"),
         f,
-    );
+    )
 }
 
 /// Replays one failing schedule printed by [`check_random`] or [`check_pct`] (the quoted text
 /// after "failing schedule:").
-pub fn replay<F>(machine: &'static Machine, schedule: &str, f: F)
+pub fn replay<F>(machine: &'static Machine, schedule: &str, f: F) -> RandomReport
 where
     F: Fn() + Send + Sync + 'static,
 {
@@ -259,10 +283,16 @@ where
         ReplayScheduler::new_from_encoded(schedule),
         "replay".to_string(),
         f,
-    );
+    )
 }
 
-fn run_randomized<S, F>(machine: &'static Machine, seed: u64, scheduler: S, what: String, f: F)
+fn run_randomized<S, F>(
+    machine: &'static Machine,
+    seed: u64,
+    scheduler: S,
+    what: String,
+    f: F,
+) -> RandomReport
 where
     S: Scheduler + 'static,
     F: Fn() + Send + Sync + 'static,
@@ -277,6 +307,7 @@ where
     let _context = ContextGuard::install(engine.clone());
     let executions = Rc::new(Cell::new(0));
     let counted = executions.clone();
+    let ran = executions.clone();
     let name = machine.name;
     let _note = FailureNote(Box::new(move || {
         format!(
@@ -293,8 +324,18 @@ where
         engine: engine.clone(),
         executions,
     };
+    let start = Instant::now();
     Runner::new(scheduler, config).run(move || harness_main(&f));
-    if let Some(failure) = engine.borrow().failure.clone() {
+    let host_time = start.elapsed();
+    let e = engine.borrow();
+    if let Some(failure) = e.failure.clone() {
+        drop(e);
         panic!("{failure}");
+    }
+    RandomReport {
+        executions: ran.get(),
+        scheduling_decisions: e.counters.decisions,
+        simulated_accesses: e.counters.accesses,
+        host_time,
     }
 }

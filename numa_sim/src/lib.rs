@@ -66,7 +66,7 @@ mod machine;
 mod scheduler;
 pub mod thread;
 
-pub use harness::{RunReport, Simulation, check_pct, check_random, replay};
+pub use harness::{RandomReport, RunReport, Simulation, check_pct, check_random, replay};
 pub use local::{AccessError, LocalKey};
 pub use machine::{
     Costs, LatencyClass, MAX_HW_THREADS, Machine, Place, Ps, TooManyThreads, UnknownMachine,

@@ -12,7 +12,7 @@ fn machine(name: &str) -> &'static Machine {
     Machine::by_name(name).unwrap()
 }
 
-fn panic_message(f: impl FnOnce()) -> String {
+fn panic_message<R: std::fmt::Debug>(f: impl FnOnce() -> R) -> String {
     let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
     err.downcast_ref::<String>()
         .cloned()
@@ -368,7 +368,7 @@ fn random_mode_finds_a_planted_bug_and_passes_a_correct_program() {
     assert!(message.contains("lost update"), "{message}");
     let message = panic_message(|| numa_sim::check_pct(m, 42, 300, 3, racy_increment));
     assert!(message.contains("lost update"), "{message}");
-    numa_sim::check_random(m, 42, 2000, || {
+    let report = numa_sim::check_random(m, 42, 2000, || {
         let x = Arc::new(AtomicU32::new(0));
         let ts: Vec<_> = (0..3)
             .map(|hw| {
@@ -381,6 +381,7 @@ fn random_mode_finds_a_planted_bug_and_passes_a_correct_program() {
         ts.into_iter().for_each(|t| t.join());
         assert_eq!(x.load(Relaxed), 3);
     });
+    assert_eq!(report.executions, 2000);
 }
 
 #[test]
