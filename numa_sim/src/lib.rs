@@ -146,8 +146,14 @@ pub fn now_ns() -> u64 {
 }
 
 /// "My current spin loop gives up at `deadline_ns`" (on the [`now_ns`] clock): a spin sleep
-/// (see [`pause`]) ends at that time at the latest. Replaces any earlier registration. Free,
-/// and a no-op outside virtual-time simulations.
+/// (see [`pause`]) ends at that time at the latest. Free, and a no-op outside virtual-time
+/// simulations.
+///
+/// The registration stays until the next call replaces it; in particular a [`futex_wait`] does
+/// not clear it. A spin-then-park waiter parks only once its deadline has passed, so after the
+/// park the registration is in the past and a later spin loop that registers nothing (an
+/// iteration-bounded one, such as numa_locks' steal attempts) runs its iterations explicitly,
+/// exactly as written, instead of sleeping without bound.
 pub fn spin_deadline(deadline_ns: u64) {
     if let Some(cell) = engine::active() {
         let mut e = cell.borrow_mut();
