@@ -182,6 +182,9 @@ pub(crate) struct Engine {
     pub(crate) tasks: Vec<Task>,
     /// The running task (the scheduler's last choice).
     pub(crate) current: usize,
+    /// The running task's clock when it was last known to be the earliest task (chosen by the
+    /// scheduler, or checked): while its clock has not moved, it still is (see `is_earliest`).
+    earliest_at: Ps,
     lines: AddrMap<u64, Line>,
     futexes: AddrMap<usize, VecDeque<usize>>,
     /// Which live task each hardware thread is pinned by.
@@ -232,6 +235,7 @@ impl Engine {
             lookahead,
             tasks: Vec::new(),
             current: 0,
+            earliest_at: NEVER,
             lines: AddrMap::default(),
             futexes: AddrMap::default(),
             hw_owner: vec![None; machine.hw_threads()],
@@ -249,6 +253,7 @@ impl Engine {
         self.tasks.clear();
         self.tasks.push(Task::new(0, None));
         self.current = 0;
+        self.earliest_at = NEVER;
         self.lines.clear();
         self.futexes.clear();
         self.hw_owner.iter_mut().for_each(|o| *o = None);
@@ -324,6 +329,11 @@ impl Engine {
 
     /// Whether the current task may act now without a scheduling decision: no other runnable
     /// task has a smaller `(clock, id)`. Always `false` with lookahead off.
+    ///
+    /// While the running task's clock has not moved since it was last known to be the earliest,
+    /// it still is: other tasks' clocks change only when they run (not while this one does) or
+    /// when this one wakes them (which resets `earliest_at`), and a spawned task starts at its
+    /// spawner's clock with a higher id.
     #[inline]
     fn is_earliest(&mut self) -> bool {
         if !self.lookahead {
@@ -331,12 +341,17 @@ impl Engine {
         }
         let me = self.current;
         let mine = self.tasks[me].clock;
+        if mine == self.earliest_at {
+            self.counters.lookahead_skips += 1;
+            return true;
+        }
         for (id, task) in self.tasks.iter().enumerate() {
             if id != me && task.runnable && (task.clock < mine || (task.clock == mine && id < me)) {
                 return false;
             }
         }
         self.counters.lookahead_skips += 1;
+        self.earliest_at = mine;
         true
     }
 
@@ -370,6 +385,7 @@ impl Engine {
             return None;
         }
         self.current = id;
+        self.earliest_at = clock;
         Some(id)
     }
 
@@ -504,6 +520,8 @@ impl Engine {
             if task.wait == (Wait::Spinning { seq }) {
                 task.wait = Wait::Running;
                 task.clock = task.clock.min(when.max(task.sleep_start));
+                // Someone may now be due before the running task: check at the next sync.
+                self.earliest_at = NEVER;
             }
         }
         // Give the allocation back to the line.
@@ -636,7 +654,8 @@ impl Engine {
         let costs = self.topo.machine.costs;
         let me = self.current;
         let waker = &mut self.tasks[me];
-        let wake_at = waker.clock.saturating_add(costs.wake_latency);
+        let now = waker.clock;
+        let wake_at = now.saturating_add(costs.wake_latency);
         let pinned = waker.hw.is_some();
         let mut handles = Vec::new();
         let mut woke = 0;
@@ -645,8 +664,9 @@ impl Engine {
                 let Some(id) = queue.pop_front() else { break };
                 let task = &mut self.tasks[id];
                 task.woken = true;
-                let at = if pinned { wake_at } else { task.sleep_start };
+                let at = if pinned { wake_at } else { now };
                 task.clock = task.clock.min(at.max(task.sleep_start));
+                self.earliest_at = NEVER;
                 handles.extend(task.thread.clone());
                 woke += 1;
             }
