@@ -107,21 +107,29 @@ fn smoke<R: RawMutex + Send + Sync + 'static>(name: &str) {
         threads as u64 * acquisitions,
         "{name}: lost or extra acquisitions"
     );
-    let (second, count2) = counter::<R>(machine, 1, threads, acquisitions);
-    assert_eq!(count2, count);
-    assert_eq!(
-        (
-            first.virtual_end_ns,
-            first.simulated_accesses,
-            first.scheduling_decisions
-        ),
-        (
-            second.virtual_end_ns,
-            second.simulated_accesses,
-            second.scheduling_decisions
-        ),
-        "{name}: the same seed must give the same figures"
-    );
+    // The same seed again, twice at once on two OS threads: the simulations then share the
+    // process-wide queue-node registry, so their threads get other node indices (and nodes at
+    // other addresses) than the first run's. The figures must not change.
+    let again: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || counter::<R>(machine, 1, threads, acquisitions)))
+        .collect();
+    for handle in again {
+        let (second, count2) = handle.join().unwrap();
+        assert_eq!(count2, count);
+        assert_eq!(
+            (
+                first.virtual_end_ns,
+                first.simulated_accesses,
+                first.scheduling_decisions
+            ),
+            (
+                second.virtual_end_ns,
+                second.simulated_accesses,
+                second.scheduling_decisions
+            ),
+            "{name}: the same seed must give the same figures"
+        );
+    }
     let per_second = count as f64 / (first.virtual_end_ns as f64 * 1e-9);
     println!(
         "{name:>4} on x5-4, {threads} threads x {acquisitions}: {:.2} M acquisitions per simulated \
@@ -149,6 +157,65 @@ fn cna_counter_on_x5_4() {
 #[test]
 fn hq_counter_on_x5_4() {
     smoke::<RawHq>("HQ");
+}
+
+/// Every acquisition's (virtual time, hardware thread), with threads that leave at different
+/// times, so that later threads reuse queue nodes that earlier ones released.
+fn acquisition_trace<R: RawMutex + Send + Sync + 'static>() -> Vec<(u64, usize)> {
+    let machine = Machine::by_name("x5-4").unwrap();
+    let trace = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = trace.clone();
+    Simulation::new(machine).seed(3).run(move || {
+        let shared = Arc::new(Shared::<R>::new());
+        let workers: Vec<_> = numa_sim::placement(machine, 16)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(i, hw)| {
+                let (shared, trace) = (shared.clone(), trace.clone());
+                thread::spawn_on(hw, move || {
+                    for _ in 0..100 + 10 * i {
+                        shared.critical_section();
+                        trace.lock().unwrap().push((numa_sim::now_ns(), hw));
+                        numa_sim::work(200);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+    });
+    let mut trace = out.lock().unwrap().clone();
+    trace.sort_unstable();
+    trace
+}
+
+/// Simulations running at the same time on other OS threads share the process-wide queue-node
+/// registry; the trace must not depend on them (see `qnode::registry::simulation`).
+fn same_trace_beside_other_simulations<R: RawMutex + Send + Sync + 'static>() {
+    let alone = acquisition_trace::<R>();
+    for _ in 0..3 {
+        let beside: Vec<_> = (0..2)
+            .map(|_| std::thread::spawn(acquisition_trace::<R>))
+            .collect();
+        for run in beside {
+            assert!(run.join().unwrap() == alone, "the trace changed");
+        }
+    }
+}
+
+#[test]
+fn mcs_repeats_beside_other_simulations() {
+    same_trace_beside_other_simulations::<RawMcs>();
+}
+
+#[test]
+fn cna_repeats_beside_other_simulations() {
+    same_trace_beside_other_simulations::<RawCna>();
+}
+
+#[test]
+fn hq_repeats_beside_other_simulations() {
+    same_trace_beside_other_simulations::<RawHq>();
 }
 
 /// 8 threads over 4 sockets, 2 acquisitions each, under random schedules.

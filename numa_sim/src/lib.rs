@@ -236,6 +236,17 @@ pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
     }
 }
 
+/// Whether the caller runs inside a simulation (as a simulated thread or the harness) that has
+/// not ended.
+///
+/// For code that keeps process-wide state which simulations running at the same time on other
+/// OS threads must not share (numa_locks' queue-node free list, for example): such state can be
+/// kept per OS thread while this is `true`, because a simulation runs entirely on the OS thread
+/// that started it.
+pub fn in_simulation() -> bool {
+    engine::active().is_some()
+}
+
 /// The NUMA node of the hardware thread the calling simulated thread is pinned to (0 for the
 /// harness, and outside a simulation).
 pub fn current_node() -> usize {
