@@ -10,7 +10,7 @@
 //! requests queue behind it. The caller performs the real memory operation at the access's
 //! completion time (see `engine.rs`).
 
-use crate::machine::{Machine, Place, Ps, class_of};
+use crate::machine::{LatencyClass, Machine, Place, Ps, class_of};
 
 /// A set of hardware threads (at most [`crate::machine::MAX_HW_THREADS`]).
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
@@ -82,11 +82,21 @@ impl Topo {
         }
     }
 
-    /// One-way transfer cost between hardware threads `a` and `b`.
+    /// One-way transfer cost between hardware threads `a` and `b` of a line homed on node
+    /// `home` (see [`Costs::remote_home_same_socket`](crate::Costs::remote_home_same_socket)).
     #[inline]
-    pub(crate) fn transfer(&self, a: usize, b: usize) -> Ps {
-        self.machine
-            .transfer(class_of(&self.places[a], &self.places[b]))
+    pub(crate) fn transfer(&self, a: usize, b: usize, home: usize) -> Ps {
+        let (pa, pb) = (&self.places[a], &self.places[b]);
+        let class = class_of(pa, pb);
+        let cost = self.machine.transfer(class);
+        match (self.machine.costs.remote_home_same_socket, class) {
+            (Some(remote_home), LatencyClass::SameNode | LatencyClass::SameSocket)
+                if pa.socket != home / self.machine.nodes_per_socket =>
+            {
+                cost.max(remote_home)
+            }
+            _ => cost,
+        }
     }
 
     /// The cost of fetching a line homed on node `home` from memory into `hw`.
@@ -156,7 +166,7 @@ impl Line {
         }
         self.holders
             .iter()
-            .map(|h| topo.transfer(hw, h))
+            .map(|h| topo.transfer(hw, h, self.home as usize))
             .min()
             .unwrap_or(0)
     }
@@ -220,7 +230,7 @@ impl Line {
             .holders
             .iter()
             .filter(|&h| h != hw)
-            .map(|h| topo.transfer(hw, h))
+            .map(|h| topo.transfer(hw, h, self.home as usize))
             .max()
             .unwrap_or(0);
         let cost = jitter(fetch.max(invalidate));

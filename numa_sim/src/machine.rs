@@ -37,6 +37,11 @@ pub struct Costs {
     pub same_socket: Ps,
     /// Between two sockets.
     pub other_socket: Ps,
+    /// If set, a transfer between two L3 domains of one socket costs at least this much when
+    /// the line's memory is on another socket: the request goes through the home node's
+    /// directory (measured on AMD EPYC, where such transfers cost about as much as crossing
+    /// sockets).
+    pub remote_home_same_socket: Option<Ps>,
     /// A load that hits the caller's cache (and a plain store to a line it owns).
     pub l1_hit: Ps,
     /// A locked read-modify-write (swap, CAS, fetch_*) on a line the caller owns.
@@ -401,6 +406,7 @@ pub mod presets {
             same_node: ns(45.0),
             same_socket: ns(45.0),
             other_socket: ns(120.0),
+            remote_home_same_socket: None,
             l1_hit: ns(1.5),
             rmw_hit: ns(7.7),
             dram_local: ns(100.0),
@@ -450,6 +456,7 @@ pub mod presets {
             same_node: ns(36.0),
             same_socket: ns(80.0),
             other_socket: ns(115.0),
+            remote_home_same_socket: None,
             l1_hit: ns(1.5),
             rmw_hit: ns(5.8),
             dram_local: ns(96.0),
@@ -470,9 +477,9 @@ pub mod presets {
     /// CCD and IO die, and similar published results).
     ///
     /// Transfers (nviennot/core-to-core-latency, "AMD EPYC 7R13" CSV and README): SMT 9.8 ns,
-    /// same CCX 23 ns, other CCX of the same socket 108 ns, other socket 197 ns. Not modelled:
-    /// a cross-CCX transfer on the socket that does **not** home the line costs about 200 ns
-    /// (core-to-core-latency issue #97); the simulator charges 108.
+    /// same CCX 23 ns, other CCX of the same socket 108 ns when the line's memory is on that
+    /// socket, and 200 ns (186–207) when it is on the other socket (the same CSV, socket 1;
+    /// core-to-core-latency issue #97), other socket 197 ns.
     /// Core: L1 hit 4 cycles = 1.2 ns (7-cpu.com Zen 3); `pause` about 64 cycles = 20 ns
     /// (**UNVERIFIED** for Zen 3: 64 cycles documented for Zen 4, 40–65 seen); locked RMW on
     /// an owned line ~8 cycles = 2.5 ns (**UNVERIFIED**, Agner Fog).
@@ -493,6 +500,7 @@ pub mod presets {
             same_node: ns(108.0),
             same_socket: ns(108.0),
             other_socket: ns(197.0),
+            remote_home_same_socket: Some(ns(200.0)),
             l1_hit: ns(1.2),
             rmw_hit: ns(2.5),
             dram_local: ns(115.0),
@@ -535,6 +543,7 @@ pub mod presets {
             same_node: ns(48.0),
             same_socket: ns(48.0),
             other_socket: ns(141.0),
+            remote_home_same_socket: None,
             l1_hit: ns(1.6),
             rmw_hit: ns(6.0),
             dram_local: ns(81.0),

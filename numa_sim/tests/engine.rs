@@ -23,8 +23,16 @@ fn panic_message<R: std::fmt::Debug>(f: impl FnOnce() -> R) -> String {
 /// A and B hand one line back and forth `rounds` times (A writes 2i+1, B waits for it and
 /// writes 2i+2, A waits for that). Returns the virtual end time, ns.
 fn ping_pong(m: &'static Machine, a: usize, b: usize, rounds: u32) -> RunReport {
+    ping_pong_homed(m, a, b, a, rounds)
+}
+
+/// `ping_pong` on a line whose memory is on the node of hardware thread `home` (its first
+/// toucher).
+fn ping_pong_homed(m: &'static Machine, a: usize, b: usize, home: usize, rounds: u32) -> RunReport {
     Simulation::new(m).jitter(0.0).run(move || {
         let flag = Arc::new(AtomicU32::new(0));
+        let f = flag.clone();
+        thread::spawn_on(home, move || f.store(0, Relaxed)).join();
         let f = flag.clone();
         let pong = thread::spawn_on(b, move || {
             for i in 0..rounds {
@@ -74,6 +82,26 @@ fn ping_pong_measures_each_latency_class_exactly() {
             assert!(long.simulated_accesses < 110 * 12, "{long:?}");
         }
     }
+}
+
+#[test]
+fn a_line_homed_on_another_socket_crosses_ccxs_slowly() {
+    let m = machine("epyc-2s");
+    let (a, b) = m.pair_of_class(LatencyClass::SameNode).unwrap();
+    let far = m.pair_of_class(LatencyClass::OtherSocket).unwrap().1;
+    let per_round = |home| {
+        let short = ping_pong_homed(m, a, b, home, 10);
+        let long = ping_pong_homed(m, a, b, home, 110);
+        (long.virtual_end_ns - short.virtual_end_ns) * 1000 / 100
+    };
+    let near = m.costs.same_node;
+    let remote = m.costs.remote_home_same_socket.unwrap();
+    assert!(per_round(a).abs_diff(4 * near) <= 20);
+    assert!(
+        per_round(far).abs_diff(4 * remote) <= 20,
+        "{}",
+        per_round(far)
+    );
 }
 
 /// `threads` threads on one socket each do `ops` RMWs on one line.
