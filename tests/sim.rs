@@ -47,6 +47,12 @@ impl<R: RawMutex> Shared<R> {
 
     /// The reference `counter` critical section: write the 2 protected lines, 50 ns of work.
     fn critical_section(&self) {
+        self.critical_section_yielding(0);
+    }
+
+    /// `critical_section`, with `yields` extra scheduling points inside (randomized mode: so
+    /// that arrivals exhaust their steal attempts and queue, parking included).
+    fn critical_section_yielding(&self, yields: u32) {
         let _guard = self.lock.lock();
         let data = self.data.get();
         // SAFETY: we hold the lock; `inside` catches anyone else who thinks so too.
@@ -56,6 +62,9 @@ impl<R: RawMutex> Shared<R> {
             let lines = &(*data).lines;
             numa_sim::touch(&[lines[0].as_ptr(), lines[1].as_ptr()]);
             numa_sim::work(50);
+            for _ in 0..yields {
+                numa_sim::yield_now();
+            }
             (*data).count += 1;
             assert!((*data).inside, "someone else left the critical section");
             (*data).inside = false;
@@ -218,10 +227,13 @@ fn hq_repeats_beside_other_simulations() {
     same_trace_beside_other_simulations::<RawHq>();
 }
 
-/// 8 threads over 4 sockets, 2 acquisitions each, under random schedules.
+/// 8 threads over 4 sockets, 2 acquisitions each, under random schedules (shuttle's random
+/// scheduler, then PCT). The 16 scheduling points inside the critical section make arrivals
+/// give up stealing and queue: with stats on, about 40 % of the acquisitions queue and some
+/// waiters park (CNA also flushes its secondary queue).
 fn randomized<R: RawMutex + Send + Sync + 'static>(seed: u64, schedules: usize) {
     let machine = Machine::by_name("x5-4").unwrap();
-    let report = numa_sim::check_random(machine, seed, schedules, move || {
+    let body = move || {
         let shared = Arc::new(Shared::<R>::new());
         let workers: Vec<_> = numa_sim::placement(machine, 8)
             .unwrap()
@@ -230,37 +242,40 @@ fn randomized<R: RawMutex + Send + Sync + 'static>(seed: u64, schedules: usize) 
                 let shared = shared.clone();
                 thread::spawn_on(hw, move || {
                     for _ in 0..2 {
-                        shared.critical_section();
+                        shared.critical_section_yielding(16);
                     }
                 })
             })
             .collect();
         workers.into_iter().for_each(|w| w.join());
         assert_eq!(shared.count(), 16);
-    });
-    assert_eq!(report.executions, schedules);
-    println!(
-        "{} random schedules: {} decisions ({} per schedule), host {:.3} s",
-        report.executions,
-        report.scheduling_decisions,
-        report.scheduling_decisions / schedules as u64,
-        report.host_time.as_secs_f64()
-    );
+    };
+    let random = numa_sim::check_random(machine, seed, schedules, body);
+    let pct = numa_sim::check_pct(machine, seed, schedules / 3, 3, body);
+    for (what, report, n) in [("random", random, schedules), ("PCT", pct, schedules / 3)] {
+        assert_eq!(report.executions, n);
+        println!(
+            "{n} {what} schedules: {} decisions ({} per schedule), host {:.3} s",
+            report.scheduling_decisions,
+            report.scheduling_decisions / n as u64,
+            report.host_time.as_secs_f64()
+        );
+    }
 }
 
 #[test]
 fn mcs_random_schedules() {
-    randomized::<RawMcs>(11, 200);
+    randomized::<RawMcs>(11, 300);
 }
 
 #[test]
 fn cna_random_schedules() {
-    randomized::<RawCna>(12, 200);
+    randomized::<RawCna>(12, 300);
 }
 
 #[test]
 fn hq_random_schedules() {
-    randomized::<RawHq>(13, 200);
+    randomized::<RawHq>(13, 300);
 }
 
 /// The speed figures of numa_sim/README.md: `--ignored` to run.
