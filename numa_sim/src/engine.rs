@@ -341,7 +341,7 @@ impl Engine {
         }
         let me = self.current;
         let mine = self.tasks[me].clock;
-        if mine == self.earliest_at {
+        if mine == self.earliest_at && mine != NEVER {
             self.counters.lookahead_skips += 1;
             return true;
         }
