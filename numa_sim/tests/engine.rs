@@ -274,17 +274,30 @@ fn a_spinner_nobody_wakes_is_a_deadlock() {
     );
 }
 
+/// A word alone on its 128 bytes: two small heap objects may share a line or not depending on
+/// where the allocator puts them, and the simulated costs with them.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+impl std::ops::Deref for Padded {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
 /// 8 threads over 4 sockets take turns on a ticket-style counter and spin on a flag.
 fn contended(seed: u64, jitter: f64, lookahead: bool) -> (RunReport, u64) {
     let m = machine("x5-4");
-    let sum = Arc::new(AtomicU64::new(0));
+    let sum = Arc::new(Padded::default());
     let out = sum.clone();
     let report = Simulation::new(m)
         .seed(seed)
         .jitter(jitter)
         .lookahead(lookahead)
         .run(move || {
-            let turn = Arc::new(AtomicU64::new(0));
+            let turn = Arc::new(Padded::default());
             let workers: Vec<_> = numa_sim::placement(m, 8)
                 .unwrap()
                 .into_iter()
