@@ -96,12 +96,17 @@ pub(crate) struct Task {
     woken: bool,
     /// The registered spin deadline, ps; `None` if never registered.
     spin_deadline: Option<Ps>,
+    /// No write (store or RMW) since the deadline was registered: the loop that registered it
+    /// may still be the one running.
+    deadline_current: bool,
     /// Lines loaded (all hits) since the last `pause`.
     iter_lines: Vec<u64>,
     /// Every operation since the last `pause` was a load hit (or a clock read).
     iter_pure: bool,
     /// Accesses so far (seeds the jitter).
     ops: u64,
+    /// Consecutive spin iterations, run as written, that found nothing changed.
+    unchanged_iterations: u64,
     /// For unpark in randomized mode.
     thread: Option<shuttle::thread::Thread>,
 }
@@ -119,9 +124,11 @@ impl Task {
             watching: Vec::new(),
             woken: false,
             spin_deadline: None,
+            deadline_current: false,
             iter_lines: Vec::new(),
             iter_pure: true,
             ops: 0,
+            unchanged_iterations: 0,
             thread: None,
         }
     }
@@ -132,6 +139,21 @@ impl Task {
         self.iter_pure = true;
     }
 }
+
+/// What `pause` decided.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pause {
+    /// Go on running.
+    Go,
+    /// The task sleeps: switch.
+    Sleep,
+    /// The task spins for ever on lines nobody writes: stop with this message.
+    Runaway(String),
+}
+
+/// Unchanged iterations of an undeclared wait loop after which it is reported as a runaway
+/// (2^24: about 64 ms of virtual spinning at 4 ns a `pause`, a second or two of host time).
+pub(crate) const RUNAWAY_ITERATIONS: u64 = 1 << 24;
 
 /// Counters of one run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -486,6 +508,9 @@ impl Engine {
             task.iter_pure = false;
         }
         if kind != Kind::Load {
+            task.deadline_current = false;
+        }
+        if kind != Kind::Load {
             self.wake_spinners(line_id, r.completion);
         }
     }
@@ -535,27 +560,49 @@ impl Engine {
 
     /// `pause()` in virtual-time mode. Returns `true` if the task went to sleep (the caller
     /// must then switch).
-    pub(crate) fn pause(&mut self) -> bool {
+    pub(crate) fn pause(&mut self) -> Pause {
         let pause_cost = self.topo.machine.costs.pause;
         let me = self.current;
         let task = &mut self.tasks[me];
         if task.hw.is_none() {
             task.reset_iteration();
-            return false;
+            return Pause::Go;
         }
         task.clock += pause_cost;
-        if !task.iter_pure || task.iter_lines.is_empty() {
+        if !task.iter_pure {
+            task.unchanged_iterations = 0;
             task.reset_iteration();
-            return false;
+            return Pause::Go;
         }
-        // A pure iteration: the next one would read the same values and do the same thing.
+        if task.iter_lines.is_empty() {
+            // The second and later `pause`s of one backoff batch.
+            return Pause::Go;
+        }
+        // A pure iteration: the next one would read the same values and do the same thing,
+        // until a line it reads is written, or until the loop's own exit condition holds. The
+        // simulator knows that condition only if the loop declared its time bound: then the
+        // task sleeps until the first of the two.
         let wake_at = match task.spin_deadline {
-            None => NEVER,
-            Some(deadline) if deadline > task.clock => deadline,
-            // A deadline that has passed: the code must see it for itself.
-            Some(_) => {
+            Some(deadline) if task.deadline_current && deadline > task.clock => deadline,
+            // No declaration, a deadline that has passed, or one that belongs to a loop the
+            // task has left (it wrote to memory since): run the iterations as written.
+            _ => {
                 task.reset_iteration();
-                return false;
+                task.unchanged_iterations += 1;
+                if task.unchanged_iterations >= RUNAWAY_ITERATIONS {
+                    self.stopped = true;
+                    let hw = task.hw.unwrap_or(usize::MAX);
+                    return Pause::Runaway(format!(
+                        "numa_sim: simulated thread {me} (hw thread {hw}) has re-read lines \
+                         nobody writes {RUNAWAY_ITERATIONS} times in a row in a wait loop that \
+                         declares no spin_deadline: a livelock, or a wait for something nobody \
+                         will do. Declare the loop with numa_sim::spin_deadline(u64::MAX) (or its \
+                         real deadline): it then sleeps until a line it reads is written, and a \
+                         wait nobody ends is reported as a deadlock (machine {}, seed {})",
+                        self.topo.machine.name, self.seed
+                    ));
+                }
+                return Pause::Go;
             }
         };
         task.sleep_seq = task.sleep_seq.wrapping_add(1);
@@ -581,7 +628,8 @@ impl Engine {
         task.watching.clone_from(&lines);
         task.iter_lines = lines;
         task.reset_iteration();
-        true
+        task.unchanged_iterations = 0;
+        Pause::Sleep
     }
 
     /// After a spin sleep: running again (woken by a write, or at the deadline).
@@ -592,7 +640,9 @@ impl Engine {
     }
 
     pub(crate) fn spin_deadline(&mut self, deadline_ns: u64) {
-        self.current_task().spin_deadline = Some(deadline_ns.saturating_mul(1000));
+        let task = self.current_task();
+        task.spin_deadline = Some(deadline_ns.saturating_mul(1000));
+        task.deadline_current = true;
     }
 
     /// Charges the current task `cost` of local (non-memory) time; ends its spin iteration.

@@ -34,6 +34,7 @@
 //! let report = Simulation::new(machine).jitter(0.0).run(move || {
 //!     let f2 = f.clone();
 //!     let pong = thread::spawn_on(b, move || {
+//!         numa_sim::spin_deadline(u64::MAX); // a wait loop without a time bound
 //!         while f2.load(Acquire) != 1 {
 //!             numa_sim::pause();
 //!         }
@@ -43,6 +44,7 @@
 //!         let f = f.clone();
 //!         move || {
 //!             f.store(1, Release);
+//!             numa_sim::spin_deadline(u64::MAX);
 //!             while f.load(Acquire) != 2 {
 //!                 numa_sim::pause();
 //!             }
@@ -85,11 +87,13 @@ pub mod __private {
 ///
 /// In a virtual-time simulation it costs the machine's `pause`. If every operation since the
 /// previous `pause` was a load that hit the caller's cache (and at least one line was read),
-/// the next iteration would read the same values and do the same thing: the thread then
-/// **sleeps** until another thread writes one of those lines (it resumes at that write's
-/// completion time and re-runs its loop), or until its registered [`spin_deadline`] if that is
-/// still ahead. A registered deadline that has passed disables sleeping (the code must see the
-/// time for itself); a thread that never registered one sleeps without bound.
+/// the next iteration would read the same values and do the same thing. If the loop declared
+/// its time bound with [`spin_deadline`], the thread then **sleeps** until another thread
+/// writes one of those lines (it resumes at that write's completion time and re-runs its loop)
+/// or until the deadline, whichever comes first: one simulated step instead of thousands.
+/// Otherwise (no declaration, a deadline that has passed, or one made before the thread's last
+/// write to memory) the iterations run as written, so a loop bounded by an iteration count or
+/// by a clock it reads itself ends exactly where it would.
 ///
 /// In randomized mode it is a yield hint to shuttle's scheduler; outside a simulation,
 /// `std::hint::spin_loop()`.
@@ -101,10 +105,14 @@ pub fn pause() {
     let mode = cell.borrow().mode;
     match mode {
         Mode::VirtualTime => {
-            let slept = cell.borrow_mut().pause();
-            if slept {
-                switch();
-                cell.borrow_mut().end_spin_sleep();
+            let decision = cell.borrow_mut().pause();
+            match decision {
+                engine::Pause::Go => {}
+                engine::Pause::Sleep => {
+                    switch();
+                    cell.borrow_mut().end_spin_sleep();
+                }
+                engine::Pause::Runaway(message) => panic!("{message}"),
             }
         }
         Mode::Randomized => {
@@ -145,15 +153,28 @@ pub fn now_ns() -> u64 {
     }
 }
 
-/// "My current spin loop gives up at `deadline_ns`" (on the [`now_ns`] clock): a spin sleep
-/// (see [`pause`]) ends at that time at the latest. Free, and a no-op outside virtual-time
-/// simulations.
+/// "The spin loop I am starting waits for what it reads to change, and gives up at
+/// `deadline_ns`" (on the [`now_ns`] clock; `u64::MAX`: never). Lets [`pause`] compress the
+/// loop into sleeps. Free, and a no-op outside virtual-time simulations.
 ///
-/// The registration stays until the next call replaces it; in particular a [`futex_wait`] does
-/// not clear it. A spin-then-park waiter parks only once its deadline has passed, so after the
-/// park the registration is in the past and a later spin loop that registers nothing (an
-/// iteration-bounded one, such as numa_locks' steal attempts) runs its iterations explicitly,
-/// exactly as written, instead of sleeping without bound.
+/// Call it at the start of each wait loop (numa_locks does, when it makes a spin budget). The
+/// declaration covers the loop until the deadline passes, until the next declaration, or until
+/// the thread writes to memory (a store or read-modify-write, a failed CAS included): a write
+/// means the thread has left that loop, or changes what the loop is waiting for. A loop that
+/// has no deadline but waits only for a change (a test-and-test-and-set spin, say) declares
+/// `u64::MAX`.
+///
+/// ```
+/// use std::sync::atomic::Ordering::Acquire;
+///
+/// fn wait_until_set(flag: &numa_sim::atomic::AtomicBool) {
+///     numa_sim::spin_deadline(u64::MAX);
+///     while !flag.load(Acquire) {
+///         numa_sim::pause();
+///     }
+/// }
+/// wait_until_set(&numa_sim::atomic::AtomicBool::new(true));
+/// ```
 pub fn spin_deadline(deadline_ns: u64) {
     if let Some(cell) = engine::active() {
         let mut e = cell.borrow_mut();

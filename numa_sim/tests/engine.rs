@@ -36,6 +36,7 @@ fn ping_pong_homed(m: &'static Machine, a: usize, b: usize, home: usize, rounds:
         let f = flag.clone();
         let pong = thread::spawn_on(b, move || {
             for i in 0..rounds {
+                numa_sim::spin_deadline(u64::MAX);
                 while f.load(Acquire) != 2 * i + 1 {
                     numa_sim::pause();
                 }
@@ -45,6 +46,7 @@ fn ping_pong_homed(m: &'static Machine, a: usize, b: usize, home: usize, rounds:
         let ping = thread::spawn_on(a, move || {
             for i in 0..rounds {
                 flag.store(2 * i + 1, Release);
+                numa_sim::spin_deadline(u64::MAX);
                 while flag.load(Acquire) != 2 * i + 2 {
                     numa_sim::pause();
                 }
@@ -160,6 +162,7 @@ fn a_spin_loop_sleeps_until_the_write_or_its_deadline() {
             numa_sim::now_ns()
         });
         let reader = thread::spawn_on(b, move || {
+            numa_sim::spin_deadline(u64::MAX);
             while f2.load(Acquire) == 0 {
                 numa_sim::pause();
             }
@@ -194,6 +197,44 @@ fn a_spin_loop_sleeps_until_the_write_or_its_deadline() {
     assert!((20_000..20_100).contains(&at("timed")), "{seen:?}");
     // 100 us of spinning by two threads at 4 ns a pause would be 50,000 iterations.
     assert!(report.simulated_accesses < 100, "{report:?}");
+}
+
+#[test]
+fn undeclared_and_left_loops_run_as_written() {
+    let m = machine("x5-4");
+    let iterations = Arc::new(Mutex::new(Vec::new()));
+    let out = iterations.clone();
+    let report = Simulation::new(m).jitter(0.0).run(move || {
+        let word = Arc::new(AtomicU32::new(0));
+        let w = word.clone();
+        let out = out.clone();
+        thread::spawn_on(0, move || {
+            // An iteration-bounded loop: no declaration, so all 100 iterations run.
+            let mut n = 0;
+            while w.load(Acquire) == 0 && n < 100 {
+                n += 1;
+                numa_sim::pause();
+            }
+            // A declaration, then a write: the loop after it is not covered either.
+            numa_sim::spin_deadline(u64::MAX);
+            w.fetch_add(0, Relaxed);
+            let mut m = 0;
+            while w.load(Acquire) == 0 && m < 50 {
+                m += 1;
+                numa_sim::pause();
+            }
+            out.lock().unwrap().push((n, m));
+        })
+        .join();
+    });
+    assert_eq!(*iterations.lock().unwrap(), [(100, 50)]);
+    // One load per iteration, each followed by a `pause`.
+    let c = m.costs;
+    let expected = (150 * (c.l1_hit + c.pause) + c.rmw_hit) / 1000;
+    assert!(
+        report.virtual_end_ns.abs_diff(expected) <= 200,
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -261,6 +302,7 @@ fn a_spinner_nobody_wakes_is_a_deadlock() {
         Simulation::new(m).run(|| {
             let t = thread::spawn_on(5, || {
                 let flag = AtomicU32::new(0);
+                numa_sim::spin_deadline(u64::MAX);
                 while flag.load(Acquire) == 0 {
                     numa_sim::pause();
                 }
@@ -287,6 +329,22 @@ impl std::ops::Deref for Padded {
     }
 }
 
+#[test]
+fn an_undeclared_endless_spin_is_reported() {
+    let message = panic_message(|| {
+        Simulation::new(machine("2s-generic")).run(|| {
+            let t = thread::spawn_on(1, || {
+                let flag = AtomicU32::new(0);
+                while flag.load(Acquire) == 0 {
+                    numa_sim::pause();
+                }
+            });
+            t.join();
+        });
+    });
+    assert!(message.contains("spin_deadline(u64::MAX)"), "{message}");
+}
+
 /// 8 threads over 4 sockets take turns on a ticket-style counter and spin on a flag.
 fn contended(seed: u64, jitter: f64, lookahead: bool) -> (RunReport, u64) {
     let m = machine("x5-4");
@@ -306,6 +364,7 @@ fn contended(seed: u64, jitter: f64, lookahead: bool) -> (RunReport, u64) {
                     let (turn, sum) = (turn.clone(), sum.clone());
                     thread::spawn_on(hw, move || {
                         for round in 0..20u64 {
+                            numa_sim::spin_deadline(u64::MAX);
                             while turn.load(Acquire) != round * 8 + i as u64 {
                                 numa_sim::pause();
                             }
