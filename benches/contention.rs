@@ -3,6 +3,8 @@
 //! Groups (each benchmark id is `<group>/<lock>/<parameter>`, so the reports line the locks up):
 //!
 //! - `uncontended`: lock + unlock on one thread; time per pair.
+//! - `uncontended_timed/<lock>/{lock,try_lock_for}`: the same through `lock()` and through
+//!   `try_lock_for(1 s)`, side by side, for the locks with timed locking (ours and parking_lot).
 //! - `contended/<lock>/<threads>`: threads that do nothing but lock, increment a shared counter and
 //!   unlock, at 1, 2, 4, 8 and 2 x cores threads; throughput in acquisitions per second.
 //! - `cs_length/<lock>/<units>`: the same at min(4, cores) (at least 2) threads, with a critical
@@ -20,8 +22,14 @@
 //!   acquisition, i.e. per handoff. Half of `pingpong/cache_line` (one one-way transfer) is the
 //!   physical reference.
 //!
+//! - `condvar_pingpong/<lock>`: two threads take turns through a condition variable (a turn
+//!   counter under the mutex, `wait_while` then `notify_one`); time per round trip. parking_lot's
+//!   `Condvar` with its own mutex is the baseline.
+//! - `condvar_notify_all/<lock>`: 64 threads wait on a condition variable; time from one
+//!   `notify_all` until every one of them has had the mutex once (what a stampede would cost).
+//!
 //! ```text
-//! cargo bench --bench contention                 # everything, about 5 minutes on 2 cores
+//! cargo bench --bench contention                 # everything, about 6 minutes on 2 cores
 //! cargo bench --bench contention -- contended/   # one group
 //! ```
 
@@ -154,6 +162,35 @@ fn uncontended(c: &mut Criterion) {
     let mut group = c.benchmark_group("uncontended");
     group.sample_size(50);
     for_each_lock!(uncontended_lock(&mut group));
+    group.finish();
+}
+
+fn uncontended_timed_lock<R>(name: &str, group: &mut Group<'_>)
+where
+    R: lock_api::RawMutexTimed<Duration = Duration> + Send + Sync,
+{
+    let lock = lock_api::Mutex::<R, u64>::new(0);
+    group.bench_function(BenchmarkId::new(name, "lock"), |b| {
+        b.iter(|| {
+            let mut guard = lock.lock();
+            black_box(&mut guard);
+        })
+    });
+    group.bench_function(BenchmarkId::new(name, "try_lock_for"), |b| {
+        b.iter(|| {
+            let mut guard = lock.try_lock_for(Duration::from_secs(1));
+            black_box(&mut guard);
+        })
+    });
+}
+
+fn uncontended_timed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("uncontended_timed");
+    group.sample_size(50);
+    uncontended_timed_lock::<numa_locks::raw::RawMcs>("mcs", &mut group);
+    uncontended_timed_lock::<numa_locks::raw::RawCna>("cna", &mut group);
+    uncontended_timed_lock::<numa_locks::raw::RawHq>("hq", &mut group);
+    uncontended_timed_lock::<parking_lot::RawMutex>("parking_lot", &mut group);
     group.finish();
 }
 
@@ -324,6 +361,137 @@ fn pingpong(c: &mut Criterion) {
     group.finish();
 }
 
+/// A mutex and a condition variable that work together: ours, and parking_lot's pair.
+trait CondvarPair: Send + Sync + Sized + 'static {
+    fn new() -> Self;
+    /// Waits until `ready(value)`, then applies `then` and notifies one waiter.
+    fn turn(&self, ready: impl FnMut(&mut u64) -> bool, then: impl FnOnce(&mut u64));
+    /// Counts this thread in, then waits until the go flag (value's top bit) is set, then counts
+    /// its acquisition.
+    fn wait_for_go(&self);
+    /// The number of threads counted in / acquisitions counted (low bits, high bits).
+    fn read(&self) -> u64;
+    /// Sets the go flag and notifies every waiter.
+    fn go(&self);
+}
+
+const GO: u64 = 1 << 63;
+
+macro_rules! condvar_pair {
+    ($mutex:ty, $condvar:ty) => {
+        impl CondvarPair for ($mutex, $condvar) {
+            fn new() -> Self {
+                (<$mutex>::new(0), <$condvar>::new())
+            }
+            fn turn(&self, mut ready: impl FnMut(&mut u64) -> bool, then: impl FnOnce(&mut u64)) {
+                let mut value = self.0.lock();
+                self.1.wait_while(&mut value, |v| !ready(v));
+                then(&mut value);
+                drop(value);
+                self.1.notify_one();
+            }
+            fn wait_for_go(&self) {
+                let mut value = self.0.lock();
+                *value += 1;
+                self.1.wait_while(&mut value, |v| *v & GO == 0);
+                *value += 1 << 32;
+            }
+            fn read(&self) -> u64 {
+                *self.0.lock()
+            }
+            fn go(&self) {
+                *self.0.lock() |= GO;
+                self.1.notify_all();
+            }
+        }
+    };
+}
+condvar_pair!(McsMutex<u64>, numa_locks::McsCondvar);
+condvar_pair!(CnaMutex<u64>, numa_locks::CnaCondvar);
+condvar_pair!(HqMutex<u64>, numa_locks::HqCondvar);
+condvar_pair!(parking_lot::Mutex<u64>, parking_lot::Condvar);
+
+/// `iters` round trips between two threads taking turns through the condition variable.
+fn condvar_pingpong_run<P: CondvarPair>(iters: u64) -> Duration {
+    let pair = P::new();
+    let start = Barrier::new(2);
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            start.wait();
+            for i in 0..iters {
+                pair.turn(|v| *v == 2 * i + 1, |v| *v += 1);
+            }
+        });
+        start.wait();
+        let began = Instant::now();
+        for i in 0..iters {
+            pair.turn(|v| *v == 2 * i, |v| *v += 1);
+        }
+        began.elapsed()
+    })
+}
+
+fn condvar_pingpong_lock<P: CondvarPair>(name: &str, group: &mut Group<'_>) {
+    group.bench_function(name, |b| b.iter_custom(condvar_pingpong_run::<P>));
+}
+
+fn condvar_pingpong(c: &mut Criterion) {
+    let mut group = c.benchmark_group("condvar_pingpong");
+    group.sampling_mode(SamplingMode::Flat).sample_size(20);
+    condvar_pingpong_lock::<(McsMutex<u64>, numa_locks::McsCondvar)>("mcs", &mut group);
+    condvar_pingpong_lock::<(CnaMutex<u64>, numa_locks::CnaCondvar)>("cna", &mut group);
+    condvar_pingpong_lock::<(HqMutex<u64>, numa_locks::HqCondvar)>("hq", &mut group);
+    condvar_pingpong_lock::<(parking_lot::Mutex<u64>, parking_lot::Condvar)>(
+        "parking_lot",
+        &mut group,
+    );
+    group.finish();
+}
+
+/// Waiters of [`condvar_notify_all`].
+const NOTIFY_ALL_WAITERS: u64 = 64;
+
+/// `iters` rounds of: 64 threads wait, one `notify_all`, all of them take the mutex once. Times
+/// from the notify until the last has had the mutex.
+fn condvar_notify_all_run<P: CondvarPair>(iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let pair = P::new();
+        total += thread::scope(|scope| {
+            for _ in 0..NOTIFY_ALL_WAITERS {
+                scope.spawn(|| pair.wait_for_go());
+            }
+            while pair.read() & 0xFFFF_FFFF < NOTIFY_ALL_WAITERS {
+                thread::yield_now();
+            }
+            let began = Instant::now();
+            pair.go();
+            while (pair.read() & !GO) >> 32 < NOTIFY_ALL_WAITERS {
+                thread::yield_now();
+            }
+            began.elapsed()
+        });
+    }
+    total
+}
+
+fn condvar_notify_all_lock<P: CondvarPair>(name: &str, group: &mut Group<'_>) {
+    group.bench_function(name, |b| b.iter_custom(condvar_notify_all_run::<P>));
+}
+
+fn condvar_notify_all(c: &mut Criterion) {
+    let mut group = c.benchmark_group("condvar_notify_all");
+    group.sampling_mode(SamplingMode::Flat).sample_size(10);
+    condvar_notify_all_lock::<(McsMutex<u64>, numa_locks::McsCondvar)>("mcs", &mut group);
+    condvar_notify_all_lock::<(CnaMutex<u64>, numa_locks::CnaCondvar)>("cna", &mut group);
+    condvar_notify_all_lock::<(HqMutex<u64>, numa_locks::HqCondvar)>("hq", &mut group);
+    condvar_notify_all_lock::<(parking_lot::Mutex<u64>, parking_lot::Condvar)>(
+        "parking_lot",
+        &mut group,
+    );
+    group.finish();
+}
+
 /// Short warm-up and measurement: 51 benchmarks finish in about 5 minutes on 2 cores.
 fn config() -> Criterion {
     Criterion::default()
@@ -334,6 +502,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = uncontended, contended, cs_length, pingpong, handoff_no_steal
+    targets = uncontended, uncontended_timed, contended, cs_length, pingpong, handoff_no_steal,
+        condvar_pingpong, condvar_notify_all
 }
 criterion_main!(benches);

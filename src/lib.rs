@@ -30,6 +30,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod condvar;
 #[cfg(not(loom))]
 mod mutex;
 mod qnode;
@@ -41,8 +42,16 @@ pub mod topology;
 pub mod tunables;
 mod wait;
 
+/// `lock_api`, re-exported as parking_lot does, and its condvar timeout result.
+pub use lock_api::{self, WaitTimeoutResult};
 #[cfg(not(loom))]
-pub use mutex::{CnaMutex, CnaMutexGuard, HqMutex, HqMutexGuard, McsMutex, McsMutexGuard};
+pub use mutex::{
+    CnaCondvar, CnaMappedMutexGuard, CnaMappedReentrantMutexGuard, CnaMutex, CnaMutexGuard,
+    CnaReentrantMutex, CnaReentrantMutexGuard, HqCondvar, HqMappedMutexGuard,
+    HqMappedReentrantMutexGuard, HqMutex, HqMutexGuard, HqReentrantMutex, HqReentrantMutexGuard,
+    McsCondvar, McsMappedMutexGuard, McsMappedReentrantMutexGuard, McsMutex, McsMutexGuard,
+    McsReentrantMutex, McsReentrantMutexGuard, RawThreadId,
+};
 
 #[cfg(loom)]
 #[doc(hidden)]

@@ -12,6 +12,14 @@
 //!
 //! When the thread-local slot is unavailable (a lock taken in a thread-local destructor), the
 //! thread borrows a spare index for the duration of the one `lock()` call.
+//!
+//! Because nodes are never freed, an index can also change hands. A timed waiter whose deadline
+//! passes while it is queued marks its node `ABANDONED` and leaves it in the queue: the node now
+//! belongs to the queue, and the thread takes a fresh index for its slot. Whoever later passes
+//! headship over the abandoned node (see `raw`) returns its index to the registry
+//! ([`recycle`]).
+
+use std::cell::Cell;
 
 use crossbeam_utils::CachePadded;
 
@@ -35,6 +43,12 @@ pub(crate) struct QNode {
     pub(crate) fifo_next: AtomicU32,
     /// CNA proxies only (see [`take_proxy`]): 1 while the proxy stands in a lock's queue.
     pub(crate) proxy_busy: AtomicU32,
+    /// HQ: where the waiter queued: 0 = directly in the node FIFO, `s + 1` = in the local queue
+    /// of slot `s`. Lets whoever passes headship over an abandoned node leave its queues for it.
+    pub(crate) hq_slot: AtomicU32,
+    /// 1 while the node waits in a condition variable's list (guarded by that condition
+    /// variable's list lock; see `condvar.rs`).
+    pub(crate) cv_queued: AtomicU32,
 }
 
 /// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.
@@ -42,25 +56,30 @@ pub(crate) struct QNode {
 /// | value                    | meaning                                                          |
 /// |--------------------------|------------------------------------------------------------------|
 /// | `WAITING` (0)            | queued behind another waiter, spinning                           |
-/// | `PARKED`                 | queued, asleep (or about to sleep) on this word: a change must `unpark` |
-/// | `HEAD \| payload << 2`   | this waiter is now the queue head; `payload` is lock-specific    |
+/// | `PARKED` (1)             | queued, asleep (or about to sleep) on this word: a change must `unpark` |
+/// | `ABANDONED` (2)          | a timed waiter gave up: the node belongs to the queue, which skips it |
+/// | `HEAD \| payload << 3`   | this waiter is now the queue head; `payload` is lock-specific    |
 ///
 /// Transitions: the owner writes `WAITING` before it publishes the node; the owner sets
 /// `WAITING → PARKED` (CAS) before sleeping; the predecessor (or, for CNA and HQ, the head that
 /// passes headship) swaps in `HEAD | payload` with release ordering and unparks if it saw `PARKED`;
-/// the current head may pre-wake its successor with `PARKED → WAITING` plus an unpark. `HEAD` is
-/// never taken back. The payload (30 bits) carries a queue index or a counter, never 0 or 1
-/// confusion: `HEAD` is a bit of its own, so "go with payload 0" and "go with payload 1" differ
-/// from `WAITING` and `PARKED`.
+/// the current head may pre-wake its successor with `PARKED → WAITING` plus an unpark. A timed
+/// waiter whose deadline passed sets `WAITING | PARKED → ABANDONED` (CAS, so exactly one of the
+/// swap and the abandonment wins) and never touches the node again; the thread that then swaps
+/// `HEAD` in sees `ABANDONED`, owns the node, passes headship on from it and recycles it. `HEAD`
+/// is never taken back. The payload (29 bits) carries a queue index or a counter: `HEAD` is a
+/// bit of its own, so "go with payload 0" differs from every other state.
 pub(crate) mod status {
     /// Queued, not head.
     pub(crate) const WAITING: u32 = 0;
     /// Queued and sleeping (or about to) on the status word.
     pub(crate) const PARKED: u32 = 1;
+    /// Given up by a timed waiter; the queue skips and recycles it.
+    pub(crate) const ABANDONED: u32 = 2;
     /// Head of the queue: may contend for the lock word.
-    pub(crate) const HEAD: u32 = 2;
+    pub(crate) const HEAD: u32 = 4;
     /// Shift of the lock-specific payload that travels with `HEAD`.
-    pub(crate) const PAYLOAD_SHIFT: u32 = 2;
+    pub(crate) const PAYLOAD_SHIFT: u32 = 3;
     /// The largest payload.
     pub(crate) const PAYLOAD_MAX: u32 = u32::MAX >> PAYLOAD_SHIFT;
 
@@ -87,6 +106,8 @@ impl QNode {
             secondary_since: AtomicU64::new(0),
             fifo_next: AtomicU32::new(0),
             proxy_busy: AtomicU32::new(0),
+            hq_slot: AtomicU32::new(0),
+            cv_queued: AtomicU32::new(0),
         }
     }
 
@@ -98,6 +119,7 @@ impl QNode {
         self.status.store(status::WAITING, Ordering::Relaxed);
         self.next.store(0, Ordering::Relaxed);
         self.fifo_next.store(0, Ordering::Relaxed);
+        self.hq_slot.store(0, Ordering::Relaxed);
         self.numa.store(numa, Ordering::Relaxed);
     }
 }
@@ -111,28 +133,76 @@ pub(crate) fn node(index: u32) -> &'static QNode {
     registry::node(index)
 }
 
-/// Runs `queued` with the calling thread's node index (its own, or a borrowed spare), or
-/// `unqueued` in the one case where no node can be had (a million threads alive at once), so that
-/// `lock()` never panics: the caller then waits without a queue position.
-#[inline]
-pub(crate) fn with_node<R>(queued: impl FnOnce(u32) -> R, unqueued: impl FnOnce() -> R) -> R {
-    thread_local! {
-        static SLOT: Slot = Slot(registry::acquire());
+/// How a wait in a lock's queue ended, and what became of the waiter's node.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Queued {
+    /// The thread holds the lock; its node is out of every queue.
+    Acquired,
+    /// The deadline passed while the thread was queue head: it passed headship on and left,
+    /// without the lock. Its node is out of every queue.
+    GaveUp,
+    /// The deadline passed while the thread waited behind others: it left its node in the queue
+    /// marked `ABANDONED`. The node belongs to the queue now.
+    Abandoned,
+}
+
+impl Queued {
+    /// Whether the thread holds the lock.
+    #[inline]
+    pub(crate) fn acquired(self) -> bool {
+        self == Queued::Acquired
     }
-    match SLOT.try_with(|slot| slot.0) {
-        Ok(Some(index)) => queued(index),
+}
+
+/// Runs `queued` with the calling thread's node index (its own, or a borrowed spare) and returns
+/// whether it acquired the lock; or runs `unqueued` in the one case where no node can be had (a
+/// million threads alive at once), so that `lock()` never panics: the caller then waits without a
+/// queue position.
+///
+/// If the wait abandoned the node, the thread's slot takes a fresh index (the old one now
+/// belongs to the queue, which recycles it).
+#[inline]
+pub(crate) fn with_node(
+    queued: impl FnOnce(u32) -> Queued,
+    unqueued: impl FnOnce() -> bool,
+) -> bool {
+    thread_local! {
+        static SLOT: Slot = Slot(Cell::new(registry::acquire()));
+    }
+    match SLOT.try_with(|slot| slot.0.get()) {
+        Ok(Some(index)) => {
+            let outcome = queued(index);
+            if outcome == Queued::Abandoned {
+                // The destructor cannot have run: we are inside the thread's own code.
+                let _ = SLOT.try_with(|slot| slot.0.set(registry::acquire()));
+            }
+            outcome.acquired()
+        }
         Ok(None) => unqueued(),
         Err(_) => {
-            // The thread-local is being destroyed: borrow a spare for this one call. The node is
-            // unreachable by others when `queued` returns (the protocols guarantee it before
-            // `lock()` returns), so it can go straight back.
-            let spare = Slot(registry::acquire());
-            match spare.0 {
-                Some(index) => queued(index),
+            // The thread-local is being destroyed: borrow a spare for this one call. Unless the
+            // wait abandons it, the node is unreachable by others when `queued` returns (the
+            // protocols guarantee it before `lock()` returns), so it can go straight back.
+            let spare = Slot(Cell::new(registry::acquire()));
+            match spare.0.get() {
+                Some(index) => {
+                    let outcome = queued(index);
+                    if outcome == Queued::Abandoned {
+                        spare.0.set(None);
+                    }
+                    outcome.acquired()
+                }
                 None => unqueued(),
             }
         }
     }
+}
+
+/// Returns an abandoned node's index to the registry. Called once, by the thread that passed
+/// headship over the node (after its last access to it); the `ABANDONED` CAS (Release) and that
+/// thread's swap of `HEAD` (Acquire) order the abandoning thread's accesses before any reuse.
+pub(crate) fn recycle(index: u32) {
+    registry::release(index);
 }
 
 /// Takes the calling thread's **proxy** node, if it is free: a second node per thread that a
@@ -186,11 +256,11 @@ impl Drop for ProxySlot {
 }
 
 /// Owns one registry index (if one could be had); returns it on drop (thread exit).
-struct Slot(Option<u32>);
+struct Slot(Cell<Option<u32>>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(index) = self.0 {
+        if let Some(index) = self.0.get() {
             registry::release(index);
         }
     }

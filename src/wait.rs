@@ -44,25 +44,45 @@ const MAX_STEP: u32 = 6;
 const CHECK_EVERY: u32 = 64;
 
 impl SpinBudget {
-    /// A fresh budget of the configured spin time, without backoff.
+    /// A fresh budget of the configured spin time, without backoff, ending no later than
+    /// `until` (a timed waiter's deadline), if given.
     #[inline]
-    pub(crate) fn new() -> Self {
-        Self::with_max_step(0)
+    pub(crate) fn new(until: Option<u64>) -> Self {
+        Self::with_max_step(0, until)
     }
 
-    /// A fresh budget of the configured spin time, with exponential backoff.
+    /// A fresh budget of the configured spin time, with exponential backoff, ending no later
+    /// than `until`, if given.
     #[inline]
-    pub(crate) fn with_backoff() -> Self {
-        Self::with_max_step(MAX_STEP)
+    pub(crate) fn with_backoff(until: Option<u64>) -> Self {
+        Self::with_max_step(MAX_STEP, until)
+    }
+
+    /// A budget that is used up: the first `spin` says "park now".
+    #[inline]
+    pub(crate) fn exhausted() -> Self {
+        SpinBudget {
+            deadline: 0,
+            step: 0,
+            max_step: 0,
+            spins: 0,
+        }
     }
 
     #[inline]
-    fn with_max_step(max_step: u32) -> Self {
+    fn with_max_step(max_step: u32, until: Option<u64>) -> Self {
         let spin = tunables::spin_ns();
         let deadline = if spin == 0 {
             0
         } else {
-            now_ns().saturating_add(spin)
+            let now = now_ns();
+            let end = now.saturating_add(spin);
+            match until {
+                // An expired cap leaves no budget at all (0 means "park now").
+                Some(until) if until <= now => 0,
+                Some(until) => end.min(until),
+                None => end,
+            }
         };
         sync::spin_deadline(deadline);
         SpinBudget {
@@ -135,10 +155,10 @@ pub(crate) fn wait_until<T>(mut ready: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// Sleeps while `*word == expected`. May return spuriously.
+/// Sleeps while `*word == expected`, at most until `deadline` if given. May return spuriously.
 #[inline]
-pub(crate) fn park(word: &AtomicU32, expected: u32) {
-    sync::futex_wait(word, expected, None)
+pub(crate) fn park(word: &AtomicU32, expected: u32, deadline: Option<u64>) {
+    sync::futex_wait(word, expected, deadline)
 }
 
 /// Wakes every thread sleeping in [`park`] on `word`.
@@ -150,13 +170,15 @@ pub(crate) fn unpark(word: *const AtomicU32) {
     sync::futex_wake(word)
 }
 
-/// Announces a sleep in `word` by setting `flag`, then sleeps while the word is unchanged.
+/// Announces a sleep in `word` by setting `flag`, then sleeps while the word is unchanged, at
+/// most until `deadline` if given.
 ///
-/// `seen` is the value the caller last read. Returns when the word changed (or spuriously);
-/// the caller re-reads the word. The CAS is `Relaxed`: it only publishes "I may sleep", and
-/// every waker's change that matters is ordered by the caller's own acquire load after waking.
+/// `seen` is the value the caller last read. Returns when the word changed, at the deadline, or
+/// spuriously; the caller re-reads the word (and the clock). The CAS is `Relaxed`: it only
+/// publishes "I may sleep", and every waker's change that matters is ordered by the caller's own
+/// acquire load after waking.
 #[inline]
-pub(crate) fn announce_and_park(word: &AtomicU32, seen: u32, flag: u32) {
+pub(crate) fn announce_and_park(word: &AtomicU32, seen: u32, flag: u32, deadline: Option<u64>) {
     let parked = seen | flag;
     if seen & flag == 0
         && word
@@ -167,5 +189,11 @@ pub(crate) fn announce_and_park(word: &AtomicU32, seen: u32, flag: u32) {
     }
     #[cfg(feature = "stats")]
     crate::stats::note_park();
-    park(word, parked);
+    park(word, parked, deadline);
+}
+
+/// Whether `deadline` (if any) has passed.
+#[inline]
+pub(crate) fn expired(deadline: Option<u64>) -> bool {
+    deadline.is_some_and(|deadline| now_ns() >= deadline)
 }

@@ -64,9 +64,21 @@
 //! Links moved by the head are written with Relaxed stores: only the current head writes them,
 //! and the next head (and, later, each moved waiter when it becomes head) reads them after the
 //! Acquire load of its `HEAD` status, which pairs with the Release swap in `make_head`.
+//!
+//! Timed acquisition (`try_lock_for`): a waiter whose deadline passes behind others marks its
+//! node `ABANDONED` and leaves it wherever it is (main queue, secondary queue, behind a proxy);
+//! a head whose deadline passes **leaves headship** (`leave_headship`): it hands its secondary
+//! queue on to its successor, or splices it back when it is the tail, or empties the queue, all
+//! without the lock. Every handoff goes through `hand_headship`, which treats a node found
+//! abandoned as a head that leaves at once: it leaves headship on the node's behalf, with the
+//! payload the node would have carried, and recycles it. So abandoned nodes are skipped in the
+//! main queue, on a flush or a splice of the secondary queue, and from a proxy alike, and the
+//! secondary queue is never lost on the way.
 
-use crate::qnode::{self, node, status};
-use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
+use crate::qnode::{self, Queued, node, status};
+use crate::raw::{
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
 use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
 use crate::{topology, tunables};
 
@@ -114,12 +126,19 @@ impl RawCna {
     #[inline]
     pub fn lock(&self) {
         if !self.core.try_lock_fast() {
-            // Relaxed: only a hint for stealing; the queue orders those who queue.
-            self.core.lock_contended(
-                || self.tail.load(Ordering::Relaxed) == 0,
-                |me| self.lock_queued(me),
-            );
+            self.lock_slow(None);
         }
+    }
+
+    /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
+    /// `LockCore::lock_contended`.
+    fn lock_slow(&self, deadline: Option<u64>) -> bool {
+        // Relaxed: only a hint for stealing; the queue orders those who queue.
+        self.core.lock_contended(
+            || self.tail.load(Ordering::Relaxed) == 0,
+            |me| self.lock_queued(me, deadline),
+            deadline,
+        )
     }
 
     /// Acquires the lock if it is free and no waiter is owed it.
@@ -134,6 +153,7 @@ impl RawCna {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        self.core.on_release();
         // The fast path fails if a proxy is recorded (the word is not exactly LOCKED).
         if !self.core.word.try_unlock_fast() {
             self.unlock_slow();
@@ -155,6 +175,7 @@ impl RawCna {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        self.core.on_release();
         if self.core.word.has_proxy() {
             self.hand_from_proxy(true);
         }
@@ -169,7 +190,7 @@ impl RawCna {
         self.core.word.is_locked()
     }
 
-    fn lock_queued(&self, me: u32) {
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
         let numa = topology::current_node() as u64;
         my.reset(numa);
@@ -180,9 +201,25 @@ impl RawCna {
         if prev != 0 {
             // Release: pairs with the Acquire loads of the link (`wait_for_next`, the walk).
             node(prev).next.store(me, Ordering::Release);
-            secondary = status::payload(wait_for_head(my));
+            match wait_for_head(my, deadline) {
+                Some(head) => secondary = status::payload(head),
+                None => return Queued::Abandoned,
+            }
         }
-        // We are the head of the main queue, holding the secondary queue `secondary`.
+        self.lock_as_head(me, numa, secondary, deadline)
+    }
+
+    /// `me` (of NUMA node `numa`) is now the head of the main queue, holding the secondary queue
+    /// `secondary`: reorder while waiting for the lock (or give up at `deadline`), then choose
+    /// the next head.
+    fn lock_as_head(
+        &self,
+        me: u32,
+        numa: u64,
+        mut secondary: u32,
+        deadline: Option<u64>,
+    ) -> Queued {
+        let my = node(me);
         let next = my.next.load(Ordering::Acquire);
         if next != 0 {
             prewake(node(next));
@@ -193,16 +230,26 @@ impl RawCna {
         let mut reorder = secondary != 0 || shuffle_now();
         let mut walk = Walk { cursor: 0 };
         let mut undecided = false;
-        let fair = self.core.word.acquire_as_head(|| {
-            if !reorder {
-                reorder = queue_is_long(my);
+        let acquired = self.core.word.acquire_as_head(
+            || {
                 if !reorder {
-                    return true;
+                    reorder = queue_is_long(my);
+                    if !reorder {
+                        return true;
+                    }
                 }
+                undecided = self.order_queue(me, numa, &mut secondary, &mut walk);
+                undecided
+            },
+            deadline,
+        );
+        let Some(fair) = acquired else {
+            // Time is up while we were head: leave headship, secondary queue and all.
+            if let Some((next, payload)) = self.leave_headship(me, secondary, false) {
+                self.hand_headship(next, payload);
             }
-            undecided = self.order_queue(me, numa, &mut secondary, &mut walk);
-            undecided
-        });
+            return Queued::GaveUp;
+        };
         if !reorder && queue_is_long(my) {
             // We took the lock at once (the wait never ran the reordering), but the queue shows
             // sustained contention: reorder now.
@@ -222,6 +269,7 @@ impl RawCna {
         if flushed {
             self.core.stats.on_flush();
         }
+        Queued::Acquired
     }
 
     /// `unlock`'s part of a deferred handoff: the holder left a proxy node in the queue (see
@@ -345,7 +393,7 @@ impl RawCna {
                     .is_ok()
                 {
                     if secondary != 0 {
-                        self.core.word.hand_to(node(secondary), 0);
+                        self.hand_headship(secondary, 0);
                         return true;
                     }
                     return false;
@@ -369,11 +417,68 @@ impl RawCna {
             let head = node(secondary);
             let secondary_tail = head.secondary_tail.load(Ordering::Relaxed);
             node(secondary_tail).next.store(next, Ordering::Relaxed);
-            self.core.word.hand_to(head, 0);
+            self.hand_headship(secondary, 0);
             return true;
         }
-        self.core.word.hand_to(node(next), secondary);
+        self.hand_headship(next, secondary);
         false
+    }
+
+    /// Makes `next` head, carrying the secondary queue `secondary` (0: none). A node whose
+    /// timed waiter abandoned it is treated as a head that leaves at once: we leave headship on
+    /// its behalf (recycling it) and try the next candidate, until a live waiter is head or the
+    /// queue is empty.
+    fn hand_headship(&self, mut next: u32, mut secondary: u32) {
+        while !self.core.word.hand_to(node(next), secondary) {
+            match self.leave_headship(next, secondary, true) {
+                Some((candidate, payload)) => (next, secondary) = (candidate, payload),
+                None => return,
+            }
+        }
+    }
+
+    /// Headship leaves `me` without the lock: a head whose time ran out, or (`owned`) an
+    /// abandoned node that was just made head, which we recycle once done with it. Returns the
+    /// next head and the secondary queue it carries, or `None` when the queue emptied.
+    ///
+    /// - a successor exists (or links soon, since we are not the tail): it carries
+    ///   `secondary` on;
+    /// - we are the tail and there is a secondary queue: splice it back,
+    ///   `(me, *) → (secondary_tail, *)`, and its first node is next, with no payload;
+    /// - we are the tail and there is none: `(me, *) → (0, *)`, and the reservation a head
+    ///   would have consumed is cleared.
+    fn leave_headship(&self, me: u32, secondary: u32, owned: bool) -> Option<(u32, u32)> {
+        let my = node(me);
+        let mut next = my.next.load(Ordering::Acquire);
+        if next == 0 {
+            if self.tail.load(Ordering::Relaxed) == me {
+                let target = if secondary == 0 {
+                    0
+                } else {
+                    node(secondary).secondary_tail.load(Ordering::Relaxed)
+                };
+                // AcqRel: as for the holder's splice in `pass_headship`.
+                if self
+                    .tail
+                    .compare_exchange(me, target, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    if owned {
+                        qnode::recycle(me);
+                    }
+                    if secondary == 0 {
+                        self.core.word.clear_reservation();
+                        return None;
+                    }
+                    return Some((secondary, 0));
+                }
+            }
+            next = wait_for_next(&my.next);
+        }
+        if owned {
+            qnode::recycle(me);
+        }
+        Some((next, secondary))
     }
 
     /// Fills a proxy that is about to stand in for the head (`numa`, carrying `secondary`)
@@ -419,6 +524,39 @@ fn shuffle_now() -> bool {
         x.is_multiple_of(SHUFFLE_ONE_IN)
     })
     .unwrap_or(false)
+}
+
+impl QueueLock for RawCna {
+    fn lock_queue_lock(&self, _: Token) {
+        self.lock();
+    }
+
+    unsafe fn unlock_queue_lock(&self, _: Token) {
+        // SAFETY: the caller holds the lock (the trait method's contract).
+        unsafe { self.unlock() }
+    }
+
+    fn requeue(&self, _: Token, first: u32, last: u32) {
+        // As `RawMcs::requeue`: the chain joins the main queue; heads sort it by node later.
+        // AcqRel / Release: as there.
+        let prev = self.tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            node(prev).next.store(first, Ordering::Release);
+        } else {
+            let made = self.core.word.hand_to(node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
+    fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {
+        // Relaxed: our own write, made before the node was queued.
+        let numa = node(me).numa.load(Ordering::Relaxed);
+        let acquired = self
+            .lock_as_head(me, numa, status::payload(head), None)
+            .acquired();
+        debug_assert!(acquired);
+        self.core.note_queued_acquisition();
+    }
 }
 
 impl_raw_mutex!(RawCna);

@@ -101,6 +101,19 @@
 //! the node. Deferral moves the choice to the end of the critical section, as in a cohort lock,
 //! while the holder still owns no queue node (`unlock` reads only the lock's own state).
 //!
+//! # Timed acquisition
+//!
+//! A waiter whose deadline passes behind others (in a local queue or in the FIFO) marks its node
+//! `ABANDONED` and leaves it in place; its node records where it queued (`QNode::hq_slot`). A
+//! head whose deadline passes **leaves headship** without the lock (`leave_headship`): its local
+//! successor takes its place in the FIFO, keeping the node's turn (same payload), or else the
+//! FIFO's next entry becomes head with a fresh count; if nobody is left, the reservation a head
+//! would have consumed is cleared. These are steps 5 and 6 without the lock and without the
+//! "keep it local" decisions. Every handoff (local or remote, from `unlock`'s deferred handoff
+//! too) goes through `hand_headship`, which treats a node found abandoned as a head that leaves at
+//! once: it leaves headship on the node's behalf and recycles it. A representative that claimed
+//! a deferred handoff stands before `front` with `fifo_next = front`, so it leaves the same way.
+//!
 //! Every FIFO entry becomes head after finitely many handoffs: the FIFO is FIFO, an entry's turn
 //! lasts at most `limit` consecutive local handoffs (the count travels with headship and every
 //! local handoff, claimed deferrals included, adds one), a representative whose turn ended
@@ -131,8 +144,10 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
-use crate::qnode::{node, status};
-use crate::raw::{LockCore, LockWord, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
+use crate::qnode::{self, Queued, node, status};
+use crate::raw::{
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn};
 use crate::{topology, tunables};
 
@@ -233,21 +248,19 @@ impl NodeQueues {
         Some((d as u32, handoff_payload(count, HIERARCHICAL_AFTER)))
     }
 
-    /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, makes the FIFO
-    /// front head. Runs before the lock word is released.
+    /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, takes it and
+    /// returns the FIFO front that must become head. Runs before the lock word is released.
     #[inline]
-    fn hand_deferred(&self, word: &LockWord) {
+    fn take_deferred(&self) -> Option<u32> {
         // Relaxed: see the module docs; a claim or this unlock's CAS settles the race.
         let d = self.deferred.load(Ordering::Relaxed);
         // Acquire: pairs with the Release store in `pass_headship`.
-        if d != 0
+        (d != 0
             && self
                 .deferred
                 .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
-            word.hand_to(node(d as u32), handoff_payload(0, HIERARCHICAL_AFTER));
-        }
+                .is_ok())
+        .then_some(d as u32)
     }
 }
 
@@ -300,12 +313,19 @@ impl RawHq {
         // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`) sets
         // `NO_STEAL` until the new head has the lock, so this CAS cannot jump the queue.
         if !self.core.try_lock_fast() {
-            // Relaxed: only a hint for stealing; the queues order those who queue.
-            self.core.lock_contended(
-                || self.fifo_tail.load(Ordering::Relaxed) == 0,
-                |me| self.lock_queued(me),
-            );
+            self.lock_slow(None);
         }
+    }
+
+    /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
+    /// `LockCore::lock_contended`.
+    fn lock_slow(&self, deadline: Option<u64>) -> bool {
+        // Relaxed: only a hint for stealing; the queues order those who queue.
+        self.core.lock_contended(
+            || self.fifo_tail.load(Ordering::Relaxed) == 0,
+            |me| self.lock_queued(me, deadline),
+            deadline,
+        )
     }
 
     /// Acquires the lock if it is free and no waiter is owed it.
@@ -320,6 +340,7 @@ impl RawHq {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        self.core.on_release();
         self.hand_deferred();
         self.core.word.unlock();
     }
@@ -331,6 +352,7 @@ impl RawHq {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        self.core.on_release();
         self.hand_deferred();
         // Relaxed: while we hold the lock nobody leaves the FIFO (leaving needs the lock), and
         // a local waiter always has its representative in the FIFO.
@@ -358,12 +380,12 @@ impl RawHq {
 
     #[inline]
     fn hand_deferred(&self) {
-        if let Some(queues) = self.queues() {
-            queues.hand_deferred(&self.core.word);
+        if let Some(front) = self.queues().and_then(NodeQueues::take_deferred) {
+            self.hand_headship(front, handoff_payload(0, HIERARCHICAL_AFTER));
         }
     }
 
-    fn lock_queued(&self, me: u32) {
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
         let numa = topology::current_node();
         my.reset(numa as u64);
@@ -376,13 +398,18 @@ impl RawHq {
             });
         let mut head_payload = None;
         if let Some(Local { queues, slot }) = local {
+            // Relaxed: published with the node by the tail swap below.
+            my.hq_slot.store(slot as u32 + 1, Ordering::Relaxed);
             // (*, prev, *) → (*, me, *). AcqRel: as for the FIFO tail below.
             let prev = queues.local_tail[slot].swap(me, Ordering::AcqRel);
             if prev != 0 {
                 // Release: pairs with the Acquire in `wait_for_next`; `prev` may now make us
                 // head (a local handoff).
                 node(prev).next.store(me, Ordering::Release);
-                head_payload = Some(status::payload(wait_for_head(my)));
+                match wait_for_head(my, deadline) {
+                    Some(head) => head_payload = Some(status::payload(head)),
+                    None => return Queued::Abandoned,
+                }
             } else if let Some((front, payload)) = queues.claim_deferred(slot) {
                 // We are head now, standing before `front` in the FIFO. Relaxed: only we read
                 // our `fifo_next` until we hand headship on (which publishes it).
@@ -400,14 +427,30 @@ impl RawHq {
                 if prev != 0 {
                     // Release: pairs with the Acquire in `wait_for_next`.
                     node(prev).fifo_next.store(me, Ordering::Release);
-                    status::payload(wait_for_head(my))
+                    match wait_for_head(my, deadline) {
+                        Some(head) => status::payload(head),
+                        None => return Queued::Abandoned,
+                    }
                 } else {
                     0
                 }
             }
         };
-        // We are head. Wake the likely next head early if it sleeps: our local successor while
-        // the count allows a local handoff, else our FIFO successor.
+        self.lock_as_head(me, local, payload, deadline)
+    }
+
+    /// `me` is now head (the FIFO's front), with `payload`: take the lock (or give up at
+    /// `deadline`), then choose the next head (steps 4 to 6).
+    fn lock_as_head(
+        &self,
+        me: u32,
+        local: Option<Local<'_>>,
+        payload: u32,
+        deadline: Option<u64>,
+    ) -> Queued {
+        let my = node(me);
+        // Wake the likely next head early if it sleeps: our local successor while the count
+        // allows a local handoff, else our FIFO successor.
         let count = payload & COUNT_MASK;
         let limit = local_handoff_limit();
         // Acquire: pairs with the successors' Release link stores.
@@ -429,8 +472,104 @@ impl RawHq {
         if likely != 0 {
             prewake(node(likely));
         }
-        let fair = self.core.word.acquire_as_head(|| false);
+        let Some(fair) = self.core.word.acquire_as_head(|| false, deadline) else {
+            // Time is up while we were head: leave headship without the lock.
+            if let Some((next, payload)) = self.leave_headship(me, payload, false) {
+                self.hand_headship(next, payload);
+            }
+            return Queued::GaveUp;
+        };
         self.pass_headship(me, local, payload, fair, limit);
+        Queued::Acquired
+    }
+
+    /// Makes `next` head with `payload`. A node whose timed waiter abandoned it is treated as a
+    /// head that leaves at once: we leave headship on its behalf (recycling it) and try the next
+    /// candidate, until a live waiter is head or nobody waits.
+    fn hand_headship(&self, mut next: u32, mut payload: u32) {
+        while !self.core.word.hand_to(node(next), payload) {
+            match self.leave_headship(next, payload, true) {
+                Some((candidate, candidate_payload)) => {
+                    (next, payload) = (candidate, candidate_payload)
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Headship leaves `me`, the FIFO front, without the lock: a head whose time ran out, or
+    /// (`owned`) an abandoned node that was just made head, which we recycle once done with it.
+    /// Returns the next head and its payload, or `None` when nobody waits (the reservation a head
+    /// would have consumed is then cleared). Steps 5 and 6 of the module docs, with no lock and no
+    /// choice: a local successor `S` takes our place and keeps our payload (the node's turn
+    /// goes on), else the FIFO's next entry becomes head with a fresh count.
+    fn leave_headship(&self, me: u32, payload: u32, owned: bool) -> Option<(u32, u32)> {
+        let my = node(me);
+        // Relaxed: written by the node's owner before the tail swap that published it.
+        let slot = my.hq_slot.load(Ordering::Relaxed);
+        let local = (slot != 0)
+            .then(|| self.queues())
+            .flatten()
+            .map(|queues| Local {
+                queues,
+                slot: slot as usize - 1,
+            });
+        let successor = self.leave_local_queue(me, local);
+        // Nobody else in the FIFO: (me, *) → (S or 0, *). AcqRel as in `pass_headship`.
+        if self.fifo_tail.load(Ordering::Relaxed) == me
+            && self
+                .fifo_tail
+                .compare_exchange(
+                    me,
+                    successor.unwrap_or(0),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            if owned {
+                qnode::recycle(me);
+            }
+            return match successor {
+                Some(s) => Some((s, payload)),
+                None => {
+                    self.core.word.clear_reservation();
+                    None
+                }
+            };
+        }
+        let front = wait_for_next(&my.fifo_next);
+        if owned {
+            qnode::recycle(me);
+        }
+        match successor {
+            Some(s) => {
+                // `S` takes our place. Relaxed: published by `make_head`'s Release, as in
+                // `pass_headship`.
+                node(s).fifo_next.store(front, Ordering::Relaxed);
+                Some((s, payload))
+            }
+            None => Some((front, handoff_payload(0, payload >> COUNT_BITS))),
+        }
+    }
+
+    /// Step 5: if `me` is in a local queue, leaves it: `(*, me) → (*, 0)` by CAS, or waits for
+    /// our local successor to link and returns it.
+    fn leave_local_queue(&self, me: u32, local: Option<Local<'_>>) -> Option<u32> {
+        local.and_then(|Local { queues, slot }| {
+            let tail = &queues.local_tail[slot];
+            // (*, me, L) → (*, 0, L). AcqRel on success as for the FIFO tail; failure means a
+            // successor swapped the local tail.
+            if tail.load(Ordering::Relaxed) == me
+                && tail
+                    .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                None
+            } else {
+                Some(wait_for_next(&node(me).next))
+            }
+        })
     }
 
     /// Leaves the queues after taking the lock: chooses the next head (steps 5 and 6 of the
@@ -450,20 +589,7 @@ impl RawHq {
             .min(HIERARCHICAL_AFTER);
         let stay_local = !fair && count + 1 < limit;
         // 5. Our local successor, if we are in a local queue.
-        let successor = local.and_then(|Local { queues, slot }| {
-            let tail = &queues.local_tail[slot];
-            // (*, me, L) → (*, 0, L). AcqRel on success as for the FIFO tail; failure means a
-            // successor swapped the local tail.
-            if tail.load(Ordering::Relaxed) == me
-                && tail
-                    .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                None
-            } else {
-                Some(wait_for_next(&my.next))
-            }
-        });
+        let successor = self.leave_local_queue(me, local);
         // 6. The FIFO. Nobody else in it: (me, *, L) → (S or 0, *, L).
         if self.fifo_tail.load(Ordering::Relaxed) == me
             && self
@@ -481,9 +607,7 @@ impl RawHq {
                 Some(s) => {
                     self.note_contended(streak);
                     let count = if stay_local { count + 1 } else { 0 };
-                    self.core
-                        .word
-                        .hand_to(node(s), handoff_payload(count, streak));
+                    self.hand_headship(s, handoff_payload(count, streak));
                 }
                 None => self.note_uncontended(),
             }
@@ -496,9 +620,7 @@ impl RawHq {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
                 // `make_head`'s Release; only `S` reads it, after its Acquire in `wait_for_head`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
-                self.core
-                    .word
-                    .hand_to(node(s), handoff_payload(count + 1, streak));
+                self.hand_headship(s, handoff_payload(count + 1, streak));
             }
             Some(s) => {
                 // Remote handoff; `S` re-joins the FIFO at its tail as its slot's representative
@@ -507,9 +629,7 @@ impl RawHq {
                 let t = self.fifo_tail.swap(s, Ordering::AcqRel);
                 // Release: pairs with the Acquire in `wait_for_next`.
                 node(t).fifo_next.store(s, Ordering::Release);
-                self.core
-                    .word
-                    .hand_to(node(front), handoff_payload(0, streak));
+                self.hand_headship(front, handoff_payload(0, streak));
             }
             None => match local {
                 // The FIFO front is of our own slot (another representative or a flat waiter
@@ -520,9 +640,7 @@ impl RawHq {
                     if stay_local
                         && node(front).numa.load(Ordering::Relaxed) as usize % SLOTS == slot =>
                 {
-                    self.core
-                        .word
-                        .hand_to(node(front), handoff_payload(count + 1, streak));
+                    self.hand_headship(front, handoff_payload(count + 1, streak));
                 }
                 Some(Local { queues, slot })
                     if stay_local && count > 0 && queues.is_hierarchical() =>
@@ -533,10 +651,7 @@ impl RawHq {
                         u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56;
                     queues.deferred.store(deferred, Ordering::Release);
                 }
-                _ => self
-                    .core
-                    .word
-                    .hand_to(node(front), handoff_payload(0, streak)),
+                _ => self.hand_headship(front, handoff_payload(0, streak)),
             },
         }
     }
@@ -605,6 +720,51 @@ impl Drop for RawHq {
             // can reach it any more.
             drop(unsafe { Box::from_raw(queues) });
         }
+    }
+}
+
+impl QueueLock for RawHq {
+    fn lock_queue_lock(&self, _: Token) {
+        self.lock();
+    }
+
+    unsafe fn unlock_queue_lock(&self, _: Token) {
+        // SAFETY: the caller holds the lock (the trait method's contract).
+        unsafe { self.unlock() }
+    }
+
+    fn requeue(&self, _: Token, first: u32, last: u32) {
+        // The chain (linked by `next`, as the condition variable keeps it) joins the node FIFO
+        // as flat waiters, which every mode accepts (see Modes): relink it by `fifo_next`.
+        // Relaxed: published by the FIFO tail swap or `hand_to` below; the waiters sleep on
+        // their status and touch none of these fields.
+        let mut at = first;
+        while at != last {
+            let n = node(at);
+            let next = n.next.load(Ordering::Relaxed);
+            n.next.store(0, Ordering::Relaxed);
+            n.fifo_next.store(next, Ordering::Relaxed);
+            at = next;
+        }
+        node(last).fifo_next.store(0, Ordering::Relaxed);
+        // (prev, *, *) → (last, *, *). AcqRel: as in `lock_queued`.
+        let prev = self.fifo_tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            // Release: pairs with the Acquire in `wait_for_next`.
+            node(prev).fifo_next.store(first, Ordering::Release);
+        } else {
+            // The FIFO was empty: `first` is head (a requeued waiter never abandons).
+            let made = self.core.word.hand_to(node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
+    fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {
+        let acquired = self
+            .lock_as_head(me, None, status::payload(head), None)
+            .acquired();
+        debug_assert!(acquired);
+        self.core.note_queued_acquisition();
     }
 }
 

@@ -16,9 +16,22 @@
 //! 5. leave the queue: `(me, LOCKED) → (0, LOCKED)` by CAS if we are still the tail, otherwise
 //!    wait for our successor to link and make it head. The holder then owns no queue node, so
 //!    `unlock` is a single `fetch_sub` on the lock word.
+//!
+//! Timed acquisition (`try_lock_for`): a waiter whose deadline passes
+//! - behind others: marks its node `ABANDONED` and leaves it in the queue (step 3 gives up);
+//! - as head: passes headship on without the lock, exactly as in step 5 but with a lock word
+//!   it does not hold; if that empties the queue it clears any reservation (`NO_STEAL`, `FAIR`)
+//!   meant for a head.
+//!
+//! Whoever makes an abandoned node head (step 5's `make_head` reports it) owns it: it passes
+//! headship on from it by the same step 5, as if the node's waiter had become head and given up
+//! at once, and recycles the node. So every path that passes headship skips abandoned nodes, and
+//! a queue of abandoned nodes drains without anyone waiting for them.
 
-use crate::qnode::node;
-use crate::raw::{LockCore, impl_raw_mutex, prewake, wait_for_head, wait_for_next};
+use crate::qnode::{self, Queued, node};
+use crate::raw::{
+    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next,
+};
 use crate::sync::{AtomicU32, Ordering, const_fn};
 
 /// The raw MCS queue lock behind [`McsMutex`](crate::McsMutex): 8 bytes, FIFO among queued
@@ -55,12 +68,19 @@ impl RawMcs {
     #[inline]
     pub fn lock(&self) {
         if !self.core.try_lock_fast() {
-            // Relaxed: only a hint for stealing; the queue orders those who queue.
-            self.core.lock_contended(
-                || self.tail.load(Ordering::Relaxed) == 0,
-                |me| self.lock_queued(me),
-            );
+            self.lock_slow(None);
         }
+    }
+
+    /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
+    /// `LockCore::lock_contended`.
+    fn lock_slow(&self, deadline: Option<u64>) -> bool {
+        // Relaxed: only a hint for stealing; the queue orders those who queue.
+        self.core.lock_contended(
+            || self.tail.load(Ordering::Relaxed) == 0,
+            |me| self.lock_queued(me, deadline),
+            deadline,
+        )
     }
 
     /// Acquires the lock if it is free and no waiter is owed it.
@@ -75,6 +95,7 @@ impl RawMcs {
     /// The lock must be held (by this thread or by a guard this thread was given).
     #[inline]
     pub unsafe fn unlock(&self) {
+        self.core.on_release();
         self.core.word.unlock();
     }
 
@@ -83,6 +104,7 @@ impl RawMcs {
     /// # Safety
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
+        self.core.on_release();
         self.core
             .word
             .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
@@ -94,7 +116,7 @@ impl RawMcs {
         self.core.word.is_locked()
     }
 
-    fn lock_queued(&self, me: u32) {
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
         my.reset(0);
         // (prev, *) → (me, *). AcqRel: Release publishes `my.reset`; Acquire makes `prev`'s
@@ -103,32 +125,98 @@ impl RawMcs {
         if prev != 0 {
             // Release: pairs with the Acquire in `wait_for_next`; `prev` may now make us head.
             node(prev).next.store(me, Ordering::Release);
-            wait_for_head(my);
+            if wait_for_head(my, deadline).is_none() {
+                return Queued::Abandoned;
+            }
         }
-        // We are the queue head. Wake our successor early if it sleeps.
-        let next = my.next.load(Ordering::Acquire);
+        self.lock_as_head(me, deadline)
+    }
+
+    /// Steps 4 and 5 for `me`, now the queue head: take the lock (or give up at `deadline`),
+    /// then pass headship on.
+    fn lock_as_head(&self, me: u32, deadline: Option<u64>) -> Queued {
+        // Wake our successor early if it sleeps.
+        let next = node(me).next.load(Ordering::Acquire);
         if next != 0 {
             prewake(node(next));
         }
-        self.core.word.acquire_as_head(|| false);
-        self.pass_headship(me);
+        let acquired = self.core.word.acquire_as_head(|| false, deadline);
+        self.pass_headship(me, acquired.is_none());
+        match acquired {
+            Some(_) => Queued::Acquired,
+            None => Queued::GaveUp,
+        }
     }
 
-    /// Leaves the queue after taking the lock: `(me, LOCKED) → (0, LOCKED)`, or make the
-    /// successor head.
-    fn pass_headship(&self, me: u32) {
-        // AcqRel on success is more than needed (nothing is published through an empty queue)
-        // but keeps every RMW on the tail uniform; failure means a successor swapped the tail.
-        if self.tail.load(Ordering::Relaxed) == me
-            && self
-                .tail
-                .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            return;
+    /// Step 5: headship leaves `me`, the new holder or (`leaving`) a head giving up without the
+    /// lock. `(me, *) → (0, *)` if we are still the tail, else the successor becomes head;
+    /// abandoned successors are passed over (and recycled) the same way.
+    fn pass_headship(&self, me: u32, leaving: bool) {
+        let mut from = me;
+        // `from` is an abandoned node we own (recycle it once we are done with it).
+        let mut owned = false;
+        // Whether the lock word may hold a reservation for a head that no longer exists.
+        let mut reserved = leaving;
+        loop {
+            // AcqRel on success is more than needed (nothing is published through an empty
+            // queue) but keeps every RMW on the tail uniform; failure means a successor swapped
+            // the tail.
+            if self.tail.load(Ordering::Relaxed) == from
+                && self
+                    .tail
+                    .compare_exchange(from, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                if owned {
+                    qnode::recycle(from);
+                }
+                if reserved {
+                    self.core.word.clear_reservation();
+                }
+                return;
+            }
+            let next = wait_for_next(&node(from).next);
+            if owned {
+                qnode::recycle(from);
+            }
+            if self.core.word.hand_to(node(next), 0) {
+                return;
+            }
+            (from, owned, reserved) = (next, true, true);
         }
-        let next = wait_for_next(&node(me).next);
-        self.core.word.hand_to(node(next), 0);
+    }
+}
+
+impl QueueLock for RawMcs {
+    fn lock_queue_lock(&self, _: Token) {
+        self.lock();
+    }
+
+    unsafe fn unlock_queue_lock(&self, _: Token) {
+        // SAFETY: the caller holds the lock (the trait method's contract).
+        unsafe { self.unlock() }
+    }
+
+    fn requeue(&self, _: Token, first: u32, last: u32) {
+        // (prev, *) → (last, *). AcqRel: Release publishes the chain's nodes and links (written
+        // by the condition variable) to whoever links behind `last`; Acquire makes `prev`'s node
+        // visible before we write its link.
+        let prev = self.tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            // Release: pairs with the Acquire in `wait_for_next`.
+            node(prev).next.store(first, Ordering::Release);
+        } else {
+            // The queue was empty: `first` is head. It cannot have been abandoned (a waiter
+            // requeued from a condition variable no longer times out).
+            let made = self.core.word.hand_to(node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
+    fn lock_as_requeued_head(&self, _: Token, me: u32, _head: u32) {
+        let acquired = self.lock_as_head(me, None).acquired();
+        debug_assert!(acquired);
+        self.core.note_queued_acquisition();
     }
 }
 

@@ -15,11 +15,14 @@ mod cna;
 mod hq;
 mod mcs;
 
+pub use crate::condvar::RawCondvar;
 pub use cna::RawCna;
 pub use hq::RawHq;
 pub use mcs::RawMcs;
 
-use crate::qnode::{self, QNode, status};
+use std::time::Duration;
+
+use crate::qnode::{self, QNode, Queued, status};
 #[cfg(feature = "stats")]
 use crate::stats::{Acquired, Counters};
 use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
@@ -56,7 +59,11 @@ use crate::wait::{self, SpinBudget};
 ///   Release), then wake if `PARKED` was set;
 /// - CNA holder deferring its handoff: `x → x | proxy << PROXY_SHIFT` (fetch_or); the thread
 ///   that unlocks takes it back, `x → x & FLAGS` (fetch_and), before any of the unlocks above,
-///   so the proxy bits never outlive `LOCKED`.
+///   so the proxy bits never outlive `LOCKED`;
+/// - a thread that empties the queue without the lock (a timed head giving up, or a handoff
+///   whose every remaining waiter had abandoned its place): `x → x & !(NO_STEAL | FAIR)`, since
+///   no head is left to consume the reservation (`clear_reservation`). `PARKED` is never cleared
+///   there: a new head may already sleep behind it.
 ///
 /// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `LOCKED`
 /// (by the head) and cleared by the unlock that wakes it (or by the head's acquisition): any
@@ -241,19 +248,26 @@ impl LockWord {
         self.state.load(Ordering::Relaxed) & LOCKED != 0
     }
 
-    /// The queue head's wait: spin, then park, until the lock is free and this thread takes it.
+    /// The queue head's wait: spin, then park, until the lock is free and this thread takes it,
+    /// or until `deadline` (if given) passes.
     ///
     /// Stops stealing (`NO_STEAL`) at once if stealing is off, else once this head has waited
-    /// longer than the steal bound. Returns `true` if the acquisition was requested to be fair
-    /// (`unlock_fair`), which CNA and HQ honour when they choose the next head.
+    /// longer than the steal bound. Returns `Some(fair)` once this thread holds the lock, where
+    /// `fair` says whether the acquisition was requested to be fair (`unlock_fair`), which CNA
+    /// and HQ honour when they choose the next head; `None` if the deadline passed first (the
+    /// caller then passes headship on without the lock).
     ///
     /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
     /// lock is held by someone else, at least once before the first park, until it returns
     /// `false`.
-    pub(crate) fn acquire_as_head(&self, mut while_busy: impl FnMut() -> bool) -> bool {
+    pub(crate) fn acquire_as_head(
+        &self,
+        mut while_busy: impl FnMut() -> bool,
+        deadline: Option<u64>,
+    ) -> Option<bool> {
         let stealing = tunables::stealing();
         let since = if stealing { now_ns() } else { 0 };
-        let mut budget = SpinBudget::with_backoff();
+        let mut budget = SpinBudget::with_backoff(deadline);
         let mut busy_work = true;
         loop {
             let s = self.state.load(Ordering::Relaxed);
@@ -265,7 +279,7 @@ impl LockWord {
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return s & FAIR != 0,
+                    Ok(_) => return Some(s & FAIR != 0),
                     Err(_) => continue,
                 }
             }
@@ -286,29 +300,49 @@ impl LockWord {
             if spun {
                 continue;
             }
-            // About to sleep: first check whether we have been overtaken for too long.
-            if s & NO_STEAL == 0 && now_ns().saturating_sub(since) >= tunables::steal_bound_ns() {
+            // About to sleep: first check the deadline (the lock was busy when we last looked),
+            // and whether we have been overtaken for too long.
+            let now = now_ns();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return None;
+            }
+            if s & NO_STEAL == 0 && now.saturating_sub(since) >= tunables::steal_bound_ns() {
                 self.set_no_steal(s);
                 continue;
             }
             // (LOCKED, x) → (LOCKED, x | PARKED), then sleep while the word is unchanged.
-            wait::announce_and_park(&self.state, s, PARKED);
-            budget = SpinBudget::with_backoff();
+            wait::announce_and_park(&self.state, s, PARKED, deadline);
+            budget = SpinBudget::with_backoff(deadline);
         }
     }
 
-    /// The lock holder hands queue headship to `next` (see [`make_head`]). With stealing off, it
+    /// The lock holder (or a head leaving without the lock) hands queue headship to `next` (see
+    /// [`make_head`]); returns `false` if `next` had been abandoned by its timed waiter, in
+    /// which case the caller owns it and must pass headship on from it. With stealing off, it
     /// first sets `NO_STEAL` so that the window before the new head runs (it may be asleep) is
     /// not a chance for arrivals, the holder itself included, to take the lock out of turn.
     /// The new head clears the flag when it acquires and sets it again only if it has a
-    /// successor, so a lock with no waiters is never left reserved.
+    /// successor, so a lock with no waiters is never left reserved (a queue emptied without a
+    /// head calls [`clear_reservation`](Self::clear_reservation)).
     #[inline]
-    pub(crate) fn hand_to(&self, next: &QNode, payload: u32) {
+    #[must_use]
+    pub(crate) fn hand_to(&self, next: &QNode, payload: u32) -> bool {
         if !tunables::stealing() {
             // Relaxed: as in `set_no_steal`; the holder's unlock (Release) follows.
             self.state.fetch_or(NO_STEAL, Ordering::Relaxed);
         }
-        make_head(next, payload);
+        make_head(next, payload)
+    }
+
+    /// The queue emptied while no waiter took headship (a timed head gave up, or every waiter
+    /// left had abandoned its place): nobody will consume `NO_STEAL` or `FAIR`, so clear them,
+    /// or `try_lock` would fail on a free lock. `x → x & !(NO_STEAL | FAIR)`. A waiter that
+    /// became head meanwhile sets `NO_STEAL` again if it needs it; `PARKED` stays, since such a
+    /// head may sleep behind it. Relaxed: the flags only steer who acquires next.
+    pub(crate) fn clear_reservation(&self) {
+        if self.state.load(Ordering::Relaxed) & (NO_STEAL | FAIR) != 0 {
+            self.state.fetch_and(!(NO_STEAL | FAIR), Ordering::Relaxed);
+        }
     }
 
     /// `x → x | NO_STEAL` if the word still reads `x`. Relaxed: the flag only steers which
@@ -349,7 +383,7 @@ impl LockCore {
         let taken = self.word.try_lock_fast();
         #[cfg(feature = "stats")]
         if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
+            self.stats.on_acquire(Acquired::Uncontended, None);
         }
         taken
     }
@@ -360,61 +394,167 @@ impl LockCore {
         let taken = self.word.try_lock_fast() || self.word.try_steal();
         #[cfg(feature = "stats")]
         if taken {
-            self.stats.on_acquire(Acquired::Uncontended);
+            self.stats.on_acquire(Acquired::Uncontended, None);
         }
         taken
     }
 
+    /// Called by every unlock of the crate's locks, while the lock is still held: records the
+    /// hold time (feature `stats`; nothing otherwise).
+    #[inline(always)]
+    pub(crate) fn on_release(&self) {
+        #[cfg(feature = "stats")]
+        self.stats.on_release();
+    }
+
+    /// Counts an acquisition that waited in the queue outside `lock_contended` (a waiter moved
+    /// there from a condition variable). Called by the new holder.
+    #[inline]
+    pub(crate) fn note_queued_acquisition(&self) {
+        #[cfg(feature = "stats")]
+        self.stats.on_acquire(Acquired::Requeued, None);
+    }
+
     /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
-    /// (or if that fails) wait in the lock's queues with `queued(node index)`, which returns
-    /// once this thread holds the lock.
+    /// (or if that fails) wait in the lock's queues with `queued(node index, deadline)`. Returns
+    /// whether this thread holds the lock: always `true` without a `deadline`; with one, `false`
+    /// once it has passed (never before).
     #[cold]
     pub(crate) fn lock_contended(
         &self,
         nobody_queued: impl Fn() -> bool,
-        queued: impl FnOnce(u32),
-    ) {
+        queued: impl FnOnce(u32) -> Queued,
+        deadline: Option<u64>,
+    ) -> bool {
+        #[cfg(feature = "stats")]
+        let since = Some(crate::sync::ticks());
         if tunables::stealing() && self.word.spin_steal(nobody_queued) {
             #[cfg(feature = "stats")]
-            self.stats.on_acquire(Acquired::Stolen);
-            return;
+            self.stats.on_acquire(Acquired::Stolen, since);
+            return true;
         }
-        qnode::with_node(queued, || acquire_unqueued(&self.word));
+        if wait::expired(deadline) {
+            // A timed try whose time is up before it would queue: it only tried stealing.
+            return false;
+        }
+        let acquired = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
         #[cfg(feature = "stats")]
-        self.stats.on_acquire(Acquired::Queued);
+        if acquired {
+            self.stats.on_acquire(Acquired::Queued, since);
+        }
+        acquired
+    }
+}
+
+/// A lock whose queue a [`RawCondvar`] can move its waiters into:
+/// `RawMcs`, `RawCna` and `RawHq`. Sealed: its methods take a [`Token`] that only this crate can
+/// make, since they trust the node indices they are given.
+pub trait QueueLock: Sync {
+    /// The lock's `lock()`.
+    #[doc(hidden)]
+    fn lock_queue_lock(&self, token: Token);
+
+    /// The lock's `unlock()`.
+    ///
+    /// # Safety
+    /// The lock must be held.
+    #[doc(hidden)]
+    unsafe fn unlock_queue_lock(&self, token: Token);
+
+    /// Appends the chain of waiter nodes `first ..= last` (linked by `QNode::next`, each reset as
+    /// an arriving waiter of this lock would be, none abandoned) to the lock's queue, as if they
+    /// had arrived in that order; if the queue was empty, `first` becomes head.
+    #[doc(hidden)]
+    fn requeue(&self, token: Token, first: u32, last: u32);
+
+    /// The rest of `lock()` for a requeued waiter whose node `me` has just been made head with
+    /// the status `head`: returns holding the lock, with `me` out of the queue.
+    #[doc(hidden)]
+    fn lock_as_requeued_head(&self, token: Token, me: u32, head: u32);
+}
+
+/// Proof of being this crate, for [`QueueLock`]'s methods.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct Token(());
+
+impl Token {
+    /// Only the crate can make one.
+    pub(crate) const fn new() -> Self {
+        Token(())
     }
 }
 
 /// Waits until this waiter is made queue head; returns the `HEAD` status with its payload.
-pub(crate) fn wait_for_head(me: &QNode) -> u32 {
-    let mut budget = SpinBudget::new();
+/// With a `deadline`, gives up once it has passed: the node is marked `ABANDONED` and left in
+/// the queue (`None`); the caller must never touch it again.
+pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     loop {
-        // Acquire: pairs with the Release swap in `make_head`, so everything the previous head
-        // wrote for us (queue links, secondary queue, payload) is visible.
+        if let Some(head) = await_head(me, deadline, true) {
+            return Some(head);
+        }
+        // Acquire: as in `await_head`.
         let s = me.status.load(Ordering::Acquire);
         if s & status::HEAD != 0 {
-            return s;
+            return Some(s);
+        }
+        // (WAITING | PARKED) → ABANDONED, unless headship arrived first. Release: our last
+        // accesses to the node happen before the thread that passes headship over it (its swap
+        // acquires) recycles it for someone else.
+        if me
+            .status
+            .compare_exchange(s, status::ABANDONED, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return None;
+        }
+    }
+}
+
+/// Spins (if `spin_first`), then parks, until this waiter is made queue head (returns the `HEAD`
+/// status with its payload) or `deadline`, if given, passes (returns `None`, leaving the node as
+/// it is). After every wake-up it spins again before parking: a pre-wake means headship is near.
+pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) -> Option<u32> {
+    let mut budget = if spin_first {
+        SpinBudget::new(deadline)
+    } else {
+        SpinBudget::exhausted()
+    };
+    loop {
+        // Acquire: pairs with the Release of the swap in `make_head`, so everything the previous
+        // head wrote for us (queue links, secondary queue, payload) is visible.
+        let s = me.status.load(Ordering::Acquire);
+        if s & status::HEAD != 0 {
+            return Some(s);
         }
         if budget.spin() {
             continue;
         }
-        wait::announce_and_park(&me.status, s, status::PARKED);
-        budget = SpinBudget::new();
+        if wait::expired(deadline) {
+            return None;
+        }
+        wait::announce_and_park(&me.status, s, status::PARKED, deadline);
+        budget = SpinBudget::new(deadline);
     }
 }
 
-/// Makes `next` the queue head, handing it `payload`; wakes it if it sleeps.
+/// Makes `next` the queue head, handing it `payload`; wakes it if it sleeps. Returns `false` if
+/// `next` had been abandoned by its timed waiter: the caller then owns the node, must pass
+/// headship on from it as a departing head would, and must recycle it.
 #[inline]
-pub(crate) fn make_head(next: &QNode, payload: u32) {
+#[must_use]
+pub(crate) fn make_head(next: &QNode, payload: u32) -> bool {
     debug_assert!(payload <= status::PAYLOAD_MAX);
     let word: *const AtomicU32 = &next.status;
-    // Release: pairs with the Acquire load in `wait_for_head`.
+    // Release: pairs with the Acquire load in `wait_for_head`. Acquire: pairs with the Release
+    // CAS of a waiter that abandoned the node, which we may then recycle.
     let old = next
         .status
-        .swap(status::head_with(payload), Ordering::Release);
+        .swap(status::head_with(payload), Ordering::AcqRel);
     if old == status::PARKED {
         wait::unpark(word);
     }
+    old != status::ABANDONED
 }
 
 /// Wakes a sleeping successor early, so that it is spinning by the time it becomes head
@@ -450,18 +590,54 @@ pub(crate) fn wait_for_next(link: &AtomicU32) -> u32 {
 }
 
 /// Acquires `word` without a queue position (the thread has no queue node: see
-/// `qnode::with_node`). Correct but unfair; practically unreachable.
+/// `qnode::with_node`), giving up once `deadline` (if any) has passed. Correct but unfair;
+/// practically unreachable.
 #[cold]
-pub(crate) fn acquire_unqueued(word: &LockWord) {
+pub(crate) fn acquire_unqueued(word: &LockWord, deadline: Option<u64>) -> bool {
     while !word.try_lock_fast() && !word.try_steal() {
+        if wait::expired(deadline) {
+            return false;
+        }
         crate::sync::yield_now();
     }
+    true
 }
 
-/// Implements `lock_api::RawMutex` and `RawMutexFair` for a raw lock that has the inherent
-/// methods `lock`, `try_lock`, `unlock`, `unlock_fair`, `is_locked` and a `const fn new`.
+/// The deadline on the `now_ns` clock `timeout` from now; saturates (a timeout of centuries
+/// never expires).
+#[inline]
+pub(crate) fn deadline_after(timeout: Duration) -> u64 {
+    now_ns().saturating_add(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Implements `lock_api::RawMutex`, `RawMutexFair` and `RawMutexTimed`, and the inherent
+/// `try_lock_for`, for a raw lock that has a field `core: LockCore`, the inherent methods `lock`,
+/// `try_lock`, `unlock`, `unlock_fair`, `is_locked`, a `const fn new`, and
+/// `lock_slow(deadline: Option<u64>) -> bool` (the slow path, see `LockCore::lock_contended`).
 macro_rules! impl_raw_mutex {
     ($raw:ty) => {
+        impl $raw {
+            /// Acquires the lock if it can within `timeout`: `true` once this thread holds it,
+            /// `false` once `timeout` has passed (never earlier). A waiter that gives up leaves
+            /// the lock's queue without disturbing it. `lock_api`'s `try_lock_for` and
+            /// `try_lock_until` call this.
+            ///
+            /// ```
+            #[doc = concat!("use numa_locks::raw::", stringify!($raw), ";")]
+            /// use std::time::Duration;
+            ///
+            #[doc = concat!("let raw = ", stringify!($raw), "::new();")]
+            /// assert!(raw.try_lock_for(Duration::from_millis(1)));
+            /// assert!(!raw.try_lock_for(Duration::from_millis(1)), "held: times out");
+            /// unsafe { raw.unlock() };
+            /// ```
+            #[inline]
+            pub fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
+                self.core.try_lock_fast()
+                    || self.lock_slow(Some($crate::raw::deadline_after(timeout)))
+            }
+        }
+
         #[cfg(not(loom))]
         // SAFETY: `lock`/`try_lock` return only once this thread holds the lock exclusively
         // (the lock word's LOCKED bit is set by this thread's acquiring CAS), and `unlock`
@@ -505,6 +681,26 @@ macro_rules! impl_raw_mutex {
             }
         }
 
+        #[cfg(not(loom))]
+        // SAFETY: as for `RawMutex`: a `true` return means this thread took the lock; a waiter
+        // that times out leaves without it (its queue node is abandoned or passed on).
+        unsafe impl lock_api::RawMutexTimed for $raw {
+            type Duration = std::time::Duration;
+            type Instant = std::time::Instant;
+
+            #[inline]
+            fn try_lock_for(&self, timeout: std::time::Duration) -> Option<lock_api::GuardSend> {
+                <$raw>::try_lock_for(self, timeout).then(lock_api::GuardSend::new)
+            }
+
+            #[inline]
+            fn try_lock_until(&self, timeout: std::time::Instant) -> Option<lock_api::GuardSend> {
+                // The lock's clock is `now_ns`: convert the instant into a time left on it.
+                let left = timeout.saturating_duration_since(std::time::Instant::now());
+                <$raw>::try_lock_for(self, left).then(lock_api::GuardSend::new)
+            }
+        }
+
         impl Default for $raw {
             fn default() -> Self {
                 Self::new()
@@ -515,6 +711,13 @@ macro_rules! impl_raw_mutex {
         impl crate::stats::HasStats for $raw {
             fn stats(&self) -> crate::stats::LockStats {
                 self.core.stats.snapshot()
+            }
+
+            fn reset_stats(&self) {
+                <$raw>::lock(self);
+                self.core.stats.reset();
+                // SAFETY: taken just above.
+                unsafe { <$raw>::unlock(self) };
             }
         }
     };

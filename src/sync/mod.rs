@@ -144,6 +144,55 @@ pub(crate) fn now_ns() -> u64 {
     }
 }
 
+/// A cheap timestamp for statistics, in clock ticks: the TSC on x86-64 (a few ns, no system call;
+/// constant-rate and synchronized across cores on the CPUs of the last decade), else [`now_ns`]
+/// (one tick per nanosecond). Only differences of two readings mean anything; convert them with
+/// [`ns_per_tick`].
+#[cfg(feature = "stats")]
+#[inline(always)]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(all(target_arch = "x86_64", not(any(loom, numa_sim, miri))))]
+    {
+        // SAFETY: RDTSC has no preconditions; it is available on every x86-64 CPU.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    // Under loom, reading `now_ns` would advance the model's clock and change which deadline
+    // paths the models explore: statistics see no time pass there.
+    #[cfg(loom)]
+    {
+        0
+    }
+    #[cfg(all(not(loom), not(all(target_arch = "x86_64", not(any(numa_sim, miri))))))]
+    {
+        now_ns()
+    }
+}
+
+/// Nanoseconds per [`ticks`] tick. On x86-64 the TSC rate is measured once, against the
+/// monotonic clock over 2 ms, the first time it is asked for (by a statistics snapshot, never on
+/// a lock path).
+#[cfg(feature = "stats")]
+pub(crate) fn ns_per_tick() -> f64 {
+    #[cfg(all(target_arch = "x86_64", not(any(loom, numa_sim, miri))))]
+    {
+        use std::sync::OnceLock;
+        use std::time::{Duration, Instant};
+        static RATE: OnceLock<f64> = OnceLock::new();
+        *RATE.get_or_init(|| {
+            let (start, ticks0) = (Instant::now(), ticks());
+            while start.elapsed() < Duration::from_millis(2) {
+                std::hint::spin_loop();
+            }
+            let (elapsed, ticks1) = (start.elapsed(), ticks());
+            elapsed.as_nanos() as f64 / ticks1.saturating_sub(ticks0).max(1) as f64
+        })
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(any(loom, numa_sim, miri)))))]
+    {
+        1.0
+    }
+}
+
 /// Where a modelled platform says the calling thread runs: `Some((node, node_count))` under loom
 /// (node 0 of 1, so models stay deterministic) and under the simulator (the simulated core's
 /// node); `None` on real hardware, where `topology` asks the operating system.

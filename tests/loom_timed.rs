@@ -1,0 +1,378 @@
+//! loom models of timed acquisition: waiters that give up while queued. Run with
+//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom_timed -- --test-threads=1`.
+//!
+//! Loom does not model time: a timed wait returns at once, and the clock (`loom_clock`) advances
+//! by one step at every reading by any thread, so whether a waiter's deadline has passed at a
+//! given point depends on the interleaving. Each model therefore explores both orders of "the
+//! deadline passes" and "headship arrives": a waiter abandons its node behind others, gives up as
+//! head, or gets the lock, and the thread passing headship meets the abandoned node before, while
+//! or after it is abandoned. Every model checks an exact count of critical sections (a loom cell,
+//! so a data race is an error too), that the lock ends free and unreserved, and (through loom)
+//! that nothing deadlocks and no wake-up is lost.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_locks::{loom_clock, topology, tunables};
+
+/// Bounds the preemptions loom explores, keeping each model within CI time.
+fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(max_preemptions);
+    builder.check(f);
+}
+
+/// The operations the models need from every raw lock.
+trait Raw: Send + Sync + 'static {
+    fn lock(&self);
+    fn try_lock(&self) -> bool;
+    fn try_lock_for(&self, timeout: Duration) -> bool;
+    /// # Safety
+    /// The lock must be held.
+    unsafe fn unlock(&self);
+    /// Secondary-queue flushes and splices so far (CNA with feature `stats`; 0 otherwise).
+    fn flushes(&self) -> u64 {
+        0
+    }
+}
+
+macro_rules! raw {
+    ($raw:ty $(, $flushes:item)?) => {
+        impl Raw for $raw {
+            fn lock(&self) {
+                <$raw>::lock(self)
+            }
+            fn try_lock(&self) -> bool {
+                <$raw>::try_lock(self)
+            }
+            fn try_lock_for(&self, timeout: Duration) -> bool {
+                <$raw>::try_lock_for(self, timeout)
+            }
+            unsafe fn unlock(&self) {
+                unsafe { <$raw>::unlock(self) }
+            }
+            $($flushes)?
+        }
+    };
+}
+raw!(RawMcs);
+#[cfg(feature = "stats")]
+raw!(
+    RawCna,
+    fn flushes(&self) -> u64 {
+        numa_locks::stats::HasStats::stats(self).flushes
+    }
+);
+#[cfg(not(feature = "stats"))]
+raw!(RawCna);
+raw!(RawHq);
+
+/// Secondary-queue flushes and splices seen across all executions of a model (feature `stats`).
+static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Asserts (with feature `stats`) that the model just run flushed or spliced a secondary queue in
+/// at least one execution, i.e. that a waiter was moved to the secondary queue.
+fn assert_secondary_reached() {
+    let seen = FLUSHES.swap(0, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        seen > 0 || !cfg!(feature = "stats"),
+        "the model never moved a waiter to the secondary queue"
+    );
+}
+
+/// What one thread of a model does: its virtual node, and either a plain `lock()` or a
+/// `try_lock_for` whose deadline is `ticks` clock readings away.
+#[derive(Clone, Copy)]
+enum Waiter {
+    Plain(usize),
+    Timed(usize, u64),
+}
+
+/// The main thread (node `holder_node`) holds the lock while one thread per entry of `waiters`
+/// queues; then it releases it. Checks the count of critical sections against the number of
+/// successful acquisitions, and that the lock ends free and unreserved.
+fn holder_and_waiters<L: Raw>(new: fn() -> L, holder_node: usize, waiters: &'static [Waiter]) {
+    loom_clock::reset(1);
+    let lock = Arc::new((new(), UnsafeCell::new(0usize), AtomicUsize::new(0)));
+    topology::set_thread_node(Some(holder_node));
+    lock.0.lock();
+    let handles: Vec<_> = waiters
+        .iter()
+        .map(|&waiter| {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                let acquired = match waiter {
+                    Waiter::Plain(node) => {
+                        topology::set_thread_node(Some(node));
+                        lock.0.lock();
+                        true
+                    }
+                    Waiter::Timed(node, ticks) => {
+                        topology::set_thread_node(Some(node));
+                        lock.0.try_lock_for(Duration::from_nanos(ticks))
+                    }
+                };
+                if acquired {
+                    lock.1.with_mut(|c| unsafe { *c += 1 });
+                    lock.2.fetch_add(1, Ordering::Relaxed);
+                    unsafe { lock.0.unlock() };
+                }
+            })
+        })
+        .collect();
+    thread::yield_now();
+    lock.1.with_mut(|c| unsafe { *c += 1 });
+    unsafe { lock.0.unlock() };
+    for h in handles {
+        h.join().unwrap();
+    }
+    let acquired = lock.2.load(Ordering::Relaxed);
+    assert_eq!(lock.1.with(|c| unsafe { *c }), 1 + acquired);
+    let plain = waiters
+        .iter()
+        .filter(|w| matches!(w, Waiter::Plain(_)))
+        .count();
+    assert!(acquired >= plain, "a plain waiter never got the lock");
+    assert!(lock.0.try_lock(), "the lock ends held or reserved");
+    unsafe { lock.0.unlock() };
+    FLUSHES.fetch_add(lock.0.flushes(), std::sync::atomic::Ordering::Relaxed);
+}
+
+use Waiter::{Plain, Timed};
+
+/// MCS: a plain waiter and a timed one queue behind the holder in either order. The timed one
+/// abandons behind the other (whose handoff then skips it, racing with the abandonment), is made
+/// head and gives up (handing headship to the plain waiter, or emptying the queue), or gets the
+/// lock.
+#[test]
+fn mcs_timed_waiter_races_the_handoff() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        holder_and_waiters(RawMcs::new, 0, &[Plain(0), Timed(0, 4)])
+    });
+}
+
+/// MCS: two timed waiters: the holder's handoff may find a chain of abandoned nodes, skip and
+/// recycle each, and empty the queue (clearing the reservation that stealing-off handoffs set).
+#[test]
+fn mcs_chain_of_abandoned_nodes() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        holder_and_waiters(RawMcs::new, 0, &[Timed(0, 2), Timed(0, 3)])
+    });
+}
+
+/// MCS with stealing on: a timed head's patience and `NO_STEAL` race with the unlock.
+#[test]
+fn mcs_timed_head_with_stealing() {
+    tunables::reset_defaults();
+    tunables::set_stealing(true).unwrap();
+    model(2, || holder_and_waiters(RawMcs::new, 0, &[Timed(0, 3)]));
+}
+
+/// CNA: the holder is on node 0; a node-0 waiter, a node-1 timed waiter and another node-0
+/// waiter queue. When the first is head it moves the node-1 waiter to the secondary queue, where
+/// that waiter's deadline passes: the node is abandoned in the secondary queue, and the splice or
+/// flush that reaches it must skip it without losing the rest.
+#[test]
+fn cna_abandoned_in_secondary_queue() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        holder_and_waiters(RawCna::new, 0, &[Plain(0), Timed(1, 6), Plain(0)])
+    });
+    assert_secondary_reached();
+}
+
+/// CNA: a timed head carrying a secondary queue gives up: it must hand the secondary queue on,
+/// or splice it back when it is the tail.
+#[test]
+fn cna_timed_head_leaves_with_secondary_queue() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        holder_and_waiters(RawCna::new, 0, &[Timed(0, 5), Plain(1), Plain(0)])
+    });
+    assert_secondary_reached();
+}
+
+/// HQ (hierarchical from the start): two node-0 waiters share a local queue, the second timed; a
+/// node-1 waiter is in the FIFO. The timed one abandons in the local queue (the local handoff
+/// skips it), or, as the representative or after a local handoff, gives up as head (its local
+/// successor takes its place in the FIFO, or the next node's entry becomes head).
+#[test]
+fn hq_abandoned_in_local_queue() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        holder_and_waiters(
+            RawHq::new_hierarchical,
+            0,
+            &[Plain(0), Timed(0, 4), Plain(1)],
+        )
+    });
+}
+
+/// HQ: a timed representative of node 1 behind node 0's: the node FIFO skips its abandoned
+/// entry; deferred handoffs from node 0 meet it too.
+#[test]
+fn hq_abandoned_fifo_entry() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        holder_and_waiters(
+            RawHq::new_hierarchical,
+            0,
+            &[Timed(1, 4), Plain(0), Plain(0)],
+        )
+    });
+}
+
+// ---- Condition variables -------------------------------------------------------------------
+
+use numa_locks::raw::{QueueLock, RawCondvar};
+
+/// A waiter waits for a flag that another thread sets under the mutex and then notifies, with
+/// the notify before or after the unlock: whatever the interleaving (the notify landing before
+/// the waiter is in the list, between its append and its release of the mutex, or after), the
+/// waiter returns (no lost wake-up) holding the mutex and sees the flag.
+fn cv_wait_races_notify<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock: bool) {
+    loom_clock::reset(0);
+    let shared = Arc::new((new(), RawCondvar::<L>::new(), UnsafeCell::new(false)));
+    let waiter = {
+        let shared = shared.clone();
+        thread::spawn(move || {
+            shared.0.lock();
+            while !shared.2.with(|ready| unsafe { *ready }) {
+                unsafe { shared.1.wait(&shared.0) };
+            }
+            unsafe { shared.0.unlock() };
+        })
+    };
+    shared.0.lock();
+    shared.2.with_mut(|ready| unsafe { *ready = true });
+    if notify_under_lock {
+        shared.1.notify_one();
+        unsafe { shared.0.unlock() };
+    } else {
+        unsafe { shared.0.unlock() };
+        shared.1.notify_one();
+    }
+    waiter.join().unwrap();
+    assert!(shared.0.try_lock(), "the mutex ends held or reserved");
+    unsafe { shared.0.unlock() };
+}
+
+#[test]
+fn mcs_condvar_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || cv_wait_races_notify(RawMcs::new, false));
+    model(2, || cv_wait_races_notify(RawMcs::new, true));
+}
+
+#[test]
+fn cna_condvar_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || cv_wait_races_notify(RawCna::new, true));
+}
+
+#[test]
+fn hq_condvar_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || cv_wait_races_notify(RawHq::new_hierarchical, true));
+}
+
+/// A timed wait races a notify: if the notify reports that it notified a waiter, the wait must
+/// report "not timed out", and the other way round (no spurious wake-up, no lost notification);
+/// either way the waiter ends holding the mutex once and the mutex ends free.
+#[test]
+fn mcs_condvar_timed_wait_races_notify() {
+    tunables::reset_defaults();
+    model(2, || {
+        loom_clock::reset(1);
+        let shared = Arc::new((
+            RawMcs::new(),
+            RawCondvar::<RawMcs>::new(),
+            UnsafeCell::new(0),
+        ));
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.0.lock();
+                let timed_out = unsafe { shared.1.wait_for(&shared.0, Duration::from_nanos(3)) };
+                shared.2.with_mut(|c| unsafe { *c += 1 });
+                unsafe { shared.0.unlock() };
+                timed_out
+            })
+        };
+        let notified = shared.1.notify_one();
+        let timed_out = waiter.join().unwrap();
+        assert!(
+            !(notified && timed_out),
+            "a notified wait reported a timeout"
+        );
+        // A wait that did not time out was notified: by this notify, or... by nobody else.
+        assert!(
+            notified || timed_out,
+            "a wait returned without notify or timeout"
+        );
+        assert_eq!(shared.2.with(|c| unsafe { *c }), 1);
+        assert!(shared.0.try_lock());
+        unsafe { shared.0.unlock() };
+    });
+}
+
+/// `notify_all` requeues two waiters into the mutex's queue while a third thread holds the mutex
+/// and another queues for it: every one of them gets the mutex exactly once.
+#[test]
+fn mcs_condvar_notify_all_requeues_behind_holder() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        loom_clock::reset(0);
+        let shared = Arc::new((
+            RawMcs::new(),
+            RawCondvar::<RawMcs>::new(),
+            UnsafeCell::new((0usize, false)),
+        ));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    shared.0.lock();
+                    shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                    while !shared.2.with(|s| unsafe { (*s).1 }) {
+                        unsafe { shared.1.wait(&shared.0) };
+                    }
+                    shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
+                    unsafe { shared.0.unlock() };
+                })
+            })
+            .collect();
+        // Wait until both are waiting (each counted itself before waiting).
+        loop {
+            shared.0.lock();
+            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
+                break;
+            }
+            unsafe { shared.0.unlock() };
+            thread::yield_now();
+        }
+        shared.2.with_mut(|s| unsafe { (*s).1 = true });
+        assert_eq!(shared.1.notify_all(), 2);
+        unsafe { shared.0.unlock() };
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(shared.2.with(|s| unsafe { (*s).0 }), 22);
+        assert!(shared.0.try_lock());
+        unsafe { shared.0.unlock() };
+    });
+}

@@ -1,0 +1,175 @@
+//! Feature `stats`: wait and hold time distributions (`stats::snapshot(&mutex).wait / .hold`).
+//!
+//! On real threads only what no scheduler can break is asserted: counts equal to the test's own
+//! count, and lower bounds (a critical section that busy-waits until its own clock has advanced
+//! by H holds the lock at least H). Exact percentiles are checked on `Histogram` itself with
+//! injected values, and on the simulator (`tests/sim.rs`), where time is virtual and exact.
+#![cfg(all(feature = "stats", not(loom)))]
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lock_api::{Mutex, RawMutex};
+use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_locks::stats::{self, HasStats, Histogram};
+
+/// The TSC-to-ns conversion is measured over 2 ms against the monotonic clock: allow it 5%.
+const CALIBRATION: f64 = 0.95;
+
+#[test]
+fn histogram_percentiles_of_an_injected_distribution() {
+    let mut h = Histogram::new();
+    // 900 values of 10 µs, 90 of 100 µs, 10 of 1 ms.
+    for _ in 0..900 {
+        h.record(Duration::from_micros(10));
+    }
+    for _ in 0..90 {
+        h.record(Duration::from_micros(100));
+    }
+    for _ in 0..10 {
+        h.record(Duration::from_millis(1));
+    }
+    assert_eq!(h.count(), 1_000);
+    assert_eq!(h.min(), Duration::from_micros(10));
+    assert_eq!(h.max(), Duration::from_millis(1));
+    assert_eq!(
+        h.mean(),
+        Duration::from_nanos((900 * 10_000 + 90 * 100_000 + 10 * 1_000_000) / 1_000)
+    );
+    // Each percentile lies in the bucket of the injected value: at least the value, at most half
+    // above it, and never outside [min, max].
+    let within = |p: f64, value: Duration| {
+        let got = h.percentile(p);
+        assert!(
+            got >= value && got <= value + value / 2,
+            "p{p}: {got:?} for {value:?}"
+        );
+    };
+    within(50.0, Duration::from_micros(10));
+    within(90.0, Duration::from_micros(10));
+    within(90.1, Duration::from_micros(100));
+    within(99.0, Duration::from_micros(100));
+    within(99.1, Duration::from_millis(1));
+    assert_eq!(h.percentile(100.0), h.max());
+    assert_eq!(h.percentile(0.0), h.min());
+    assert_eq!(Histogram::new().percentile(99.0), Duration::ZERO);
+}
+
+#[test]
+fn histogram_extremes() {
+    let mut h = Histogram::new();
+    h.record(Duration::ZERO);
+    h.record(Duration::from_secs(3_600));
+    assert_eq!(h.count(), 2);
+    assert_eq!(h.min(), Duration::ZERO);
+    assert_eq!(h.max(), Duration::from_secs(3_600));
+    assert_eq!(h.percentile(50.0), Duration::ZERO);
+    assert_eq!(h.percentile(100.0), Duration::from_secs(3_600));
+}
+
+/// `threads` threads take the lock `iters` times each, and every critical section lasts at
+/// least `hold` by the thread's own clock. Counts are exact; holds are at least `hold`; waits
+/// are counted once per acquisition.
+fn counts_and_hold_bounds<R: RawMutex + HasStats + Send + Sync + 'static>() {
+    const THREADS: usize = 4;
+    const ITERS: u64 = 200;
+    const HOLD: Duration = Duration::from_micros(20);
+    let lock = Arc::new(Mutex::<R, u64>::new(0));
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (lock, barrier) = (lock.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..ITERS {
+                    let mut g = lock.lock();
+                    let start = Instant::now();
+                    *g += 1;
+                    while start.elapsed() < HOLD {
+                        std::hint::spin_loop();
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let s = stats::snapshot(&lock);
+    let n = THREADS as u64 * ITERS;
+    assert_eq!(s.acquisitions, n);
+    assert_eq!(s.wait.count(), n, "one wait sample per acquisition");
+    assert_eq!(s.hold.count(), n, "one hold sample per unlock");
+    let floor = HOLD.mul_f64(CALIBRATION);
+    assert!(
+        s.hold.min() >= floor,
+        "hold min {:?} < {HOLD:?}",
+        s.hold.min()
+    );
+    assert!(s.hold.percentile(1.0) >= floor);
+    assert!(s.hold.mean() >= floor);
+    // With 4 threads and 20 µs holds somebody waited at least one hold: the longest wait is at
+    // least as long as the shortest hold.
+    assert!(s.wait.max() >= floor, "wait max {:?}", s.wait.max());
+    assert_eq!(*lock.lock(), n);
+    println!(
+        "wait p50 {:?} p99 {:?} max {:?}; hold p50 {:?} p99 {:?} max {:?}",
+        s.wait.percentile(50.0),
+        s.wait.percentile(99.0),
+        s.wait.max(),
+        s.hold.percentile(50.0),
+        s.hold.percentile(99.0),
+        s.hold.max()
+    );
+}
+
+/// Uncontended acquisitions wait 0; `reset` starts a fresh window without counting itself;
+/// `try_lock` counts; timed tries that fail record nothing.
+fn uncontended_and_reset<
+    R: RawMutex + lock_api::RawMutexTimed<Duration = Duration> + HasStats + Sync,
+>() {
+    let lock = Mutex::<R, ()>::new(());
+    for _ in 0..10 {
+        drop(lock.lock());
+    }
+    drop(lock.try_lock().unwrap());
+    let s = stats::snapshot(&lock);
+    assert_eq!(
+        (s.acquisitions, s.wait.count(), s.hold.count()),
+        (11, 11, 11)
+    );
+    assert_eq!(s.wait.max(), Duration::ZERO, "the fast path does not wait");
+    stats::reset(&lock);
+    let s = stats::snapshot(&lock);
+    assert_eq!((s.acquisitions, s.wait.count(), s.hold.count()), (0, 0, 0));
+    let g = lock.lock();
+    assert!(thread::scope(|scope| scope
+        .spawn(|| lock.try_lock_for(Duration::from_millis(1)).is_none())
+        .join()
+        .unwrap()));
+    drop(g);
+    let s = stats::snapshot(&lock);
+    assert_eq!((s.acquisitions, s.wait.count(), s.hold.count()), (1, 1, 1));
+}
+
+macro_rules! stats_tests {
+    ($module:ident, $raw:ty) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn counts_equal_and_holds_bounded() {
+                counts_and_hold_bounds::<$raw>();
+            }
+            #[test]
+            fn uncontended_waits_are_zero_and_reset_restarts() {
+                uncontended_and_reset::<$raw>();
+            }
+        }
+    };
+}
+
+stats_tests!(mcs, RawMcs);
+stats_tests!(cna, RawCna);
+stats_tests!(hq, RawHq);

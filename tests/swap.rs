@@ -1,0 +1,242 @@
+//! The drop-in swap: one program written against parking_lot's API, compiled four times: against
+//! parking_lot itself (the reference), and with only the type names changed to this crate's
+//! McsMutex, CnaMutex and HqMutex families. Each `names` module below is the whole difference.
+#![cfg(not(loom))]
+
+/// parking_lot's names, as a program written for parking_lot imports them.
+mod parking_lot_names {
+    pub use parking_lot::{
+        Condvar, MappedMutexGuard, Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard,
+        WaitTimeoutResult,
+    };
+}
+
+/// The same names, swapped to `numa_locks`' CNA family. (The MCS and HQ modules are the same
+/// with the prefix changed.)
+mod cna_names {
+    pub use numa_locks::{
+        CnaCondvar as Condvar, CnaMappedMutexGuard as MappedMutexGuard, CnaMutex as Mutex,
+        CnaMutexGuard as MutexGuard, CnaReentrantMutex as ReentrantMutex,
+        CnaReentrantMutexGuard as ReentrantMutexGuard, WaitTimeoutResult,
+    };
+}
+
+mod mcs_names {
+    pub use numa_locks::{
+        McsCondvar as Condvar, McsMappedMutexGuard as MappedMutexGuard, McsMutex as Mutex,
+        McsMutexGuard as MutexGuard, McsReentrantMutex as ReentrantMutex,
+        McsReentrantMutexGuard as ReentrantMutexGuard, WaitTimeoutResult,
+    };
+}
+
+mod hq_names {
+    pub use numa_locks::{
+        HqCondvar as Condvar, HqMappedMutexGuard as MappedMutexGuard, HqMutex as Mutex,
+        HqMutexGuard as MutexGuard, HqReentrantMutex as ReentrantMutex,
+        HqReentrantMutexGuard as ReentrantMutexGuard, WaitTimeoutResult,
+    };
+}
+
+/// The program. `$names` is the module it imports its lock types from; nothing else differs.
+macro_rules! program {
+    ($module:ident, $names:ident) => {
+        mod $module {
+            use super::$names::{
+                Condvar, MappedMutexGuard, Mutex, MutexGuard, ReentrantMutex, ReentrantMutexGuard,
+                WaitTimeoutResult,
+            };
+            use std::cell::RefCell;
+            use std::collections::VecDeque;
+            use std::sync::Arc;
+            use std::thread;
+            use std::time::{Duration, Instant};
+
+            static CONFIG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+
+            struct Account {
+                owner: String,
+                balance: i64,
+            }
+
+            fn owner_of(guard: MutexGuard<'_, Account>) -> MappedMutexGuard<'_, String> {
+                MutexGuard::map(guard, |account| &mut account.owner)
+            }
+
+            #[test]
+            fn mutex_basics_and_map() {
+                CONFIG.lock().push("a");
+                assert_eq!(CONFIG.lock().len(), 1);
+
+                let account = Mutex::new(Account {
+                    owner: "ada".to_string(),
+                    balance: 10,
+                });
+                account.lock().balance += 5;
+                owner_of(account.lock()).push_str(" lovelace");
+                let guard = account.lock();
+                assert_eq!(guard.owner, "ada lovelace");
+                assert_eq!(guard.balance, 15);
+                // try_map: a failed projection hands the guard back.
+                let guard = match MutexGuard::try_map(guard, |a| {
+                    if a.balance > 100 {
+                        Some(&mut a.balance)
+                    } else {
+                        None
+                    }
+                }) {
+                    Ok(_) => panic!("balance is not above 100"),
+                    Err(guard) => guard,
+                };
+                assert!(account.is_locked());
+                MutexGuard::unlock_fair(guard);
+                assert!(!account.is_locked());
+                let mut guard = account.lock();
+                MutexGuard::unlocked(&mut guard, || assert!(!account.is_locked()));
+                MutexGuard::bump(&mut guard);
+                drop(guard);
+                let mut owned = account;
+                owned.get_mut().balance = 0;
+                assert_eq!(owned.into_inner().balance, 0);
+            }
+
+            #[test]
+            fn timed_locking() {
+                let lock = Arc::new(Mutex::new(0u32));
+                let guard = lock.lock();
+                let other = lock.clone();
+                let started = Instant::now();
+                let waited = thread::spawn(move || {
+                    assert!(other.try_lock_for(Duration::from_millis(5)).is_none());
+                    assert!(
+                        other
+                            .try_lock_until(Instant::now() + Duration::from_millis(5))
+                            .is_none()
+                    );
+                })
+                .join();
+                waited.unwrap();
+                assert!(started.elapsed() >= Duration::from_millis(10));
+                drop(guard);
+                *lock.try_lock_for(Duration::from_secs(60)).unwrap() += 1;
+                assert_eq!(*lock.try_lock().unwrap(), 1);
+            }
+
+            #[test]
+            fn condvar_producer_consumer() {
+                struct Channel {
+                    items: Mutex<VecDeque<u32>>,
+                    ready: Condvar,
+                }
+                let channel = Arc::new(Channel {
+                    items: Mutex::new(VecDeque::new()),
+                    ready: Condvar::new(),
+                });
+                let consumers: Vec<_> = (0..3)
+                    .map(|_| {
+                        let channel = channel.clone();
+                        thread::spawn(move || {
+                            let mut got = Vec::new();
+                            loop {
+                                let mut items = channel.items.lock();
+                                channel.ready.wait_while(&mut items, |q| q.is_empty());
+                                match items.pop_front() {
+                                    Some(u32::MAX) => {
+                                        // Leave the end marker for the others.
+                                        items.push_front(u32::MAX);
+                                        channel.ready.notify_all();
+                                        return got;
+                                    }
+                                    Some(item) => got.push(item),
+                                    None => unreachable!("waited until not empty"),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for item in 0..1_000 {
+                    channel.items.lock().push_back(item);
+                    channel.ready.notify_one();
+                }
+                channel.items.lock().push_back(u32::MAX);
+                channel.ready.notify_all();
+                let mut all: Vec<u32> = consumers
+                    .into_iter()
+                    .flat_map(|c| c.join().unwrap())
+                    .collect();
+                all.sort_unstable();
+                assert_eq!(all, (0..1_000).collect::<Vec<_>>());
+            }
+
+            #[test]
+            fn condvar_wait_while_for() {
+                let pair = Arc::new((Mutex::new(false), Condvar::new()));
+                // Nobody sets the flag: times out, not early.
+                let mut ready = pair.0.lock();
+                let started = Instant::now();
+                let result: WaitTimeoutResult =
+                    pair.1
+                        .wait_while_for(&mut ready, |ready| !*ready, Duration::from_millis(5));
+                assert!(result.timed_out());
+                assert!(started.elapsed() >= Duration::from_millis(5));
+                drop(ready);
+                // Someone does: returns with the flag set.
+                let setter = {
+                    let pair = pair.clone();
+                    thread::spawn(move || {
+                        *pair.0.lock() = true;
+                        pair.1.notify_all();
+                    })
+                };
+                let mut ready = pair.0.lock();
+                let result =
+                    pair.1
+                        .wait_while_for(&mut ready, |ready| !*ready, Duration::from_secs(60));
+                assert!(!result.timed_out());
+                assert!(*ready);
+                drop(ready);
+                setter.join().unwrap();
+                assert!(!pair.1.notify_one(), "nobody waits any more");
+            }
+
+            #[test]
+            fn reentrant_mutex() {
+                let lock = Arc::new(ReentrantMutex::new(RefCell::new(Vec::new())));
+                fn push_twice(lock: &ReentrantMutex<RefCell<Vec<u32>>>, value: u32) {
+                    let outer: ReentrantMutexGuard<'_, _> = lock.lock();
+                    outer.borrow_mut().push(value);
+                    let inner = lock.lock();
+                    inner.borrow_mut().push(value);
+                }
+                let handles: Vec<_> = (0..4)
+                    .map(|t| {
+                        let lock = lock.clone();
+                        thread::spawn(move || {
+                            for i in 0..100 {
+                                push_twice(&lock, t * 1_000 + i);
+                            }
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().unwrap();
+                }
+                let guard = lock.lock();
+                let values = guard.borrow();
+                assert_eq!(values.len(), 800);
+                // Each pair was pushed under one outer acquisition: never interleaved.
+                for pair in values.chunks(2) {
+                    assert_eq!(pair[0], pair[1]);
+                }
+                drop(values);
+                assert!(lock.is_owned_by_current_thread());
+                let again = lock.try_lock_for(Duration::from_millis(1));
+                assert!(again.is_some(), "the owner may lock again");
+            }
+        }
+    };
+}
+
+program!(parking_lot_reference, parking_lot_names);
+program!(mcs, mcs_names);
+program!(cna, cna_names);
+program!(hq, hq_names);
