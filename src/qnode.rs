@@ -332,6 +332,10 @@ mod registry {
 
     /// A free index, or `None` when all `CHUNK * CHUNKS` are in use.
     pub(super) fn acquire() -> Option<u32> {
+        #[cfg(numa_sim)]
+        if let Some(index) = simulation::acquire() {
+            return Some(index);
+        }
         with_list(acquire_locked)
     }
 
@@ -356,7 +360,58 @@ mod registry {
     }
 
     pub(super) fn release(index: u32) {
+        #[cfg(numa_sim)]
+        if simulation::release(index) {
+            return;
+        }
         with_list(|list| list.free.push(index));
+    }
+
+    /// Under `numa_sim`, indices released inside a simulation go to a free list of the OS
+    /// thread that runs it (a simulation runs entirely on one OS thread), and acquisitions
+    /// inside a simulation take from it first.
+    ///
+    /// Which node a thread gets matters to the simulated machine: a node that another simulated
+    /// thread used earlier in the same simulation has its lines in that thread's cache, a node
+    /// new to the simulation is in memory. With the process-wide list alone, simulations running
+    /// at the same time on other OS threads (cargo runs tests in parallel) would take each
+    /// other's released indices, and the same seed would not give the same figures. With this
+    /// list, whether an acquisition reuses a node of the same simulation depends only on that
+    /// simulation. The list goes back to the process-wide one when its OS thread exits.
+    #[cfg(numa_sim)]
+    mod simulation {
+        use std::cell::RefCell;
+
+        struct Local(Vec<u32>);
+
+        impl Drop for Local {
+            fn drop(&mut self) {
+                for index in self.0.drain(..) {
+                    super::with_list(|list| list.free.push(index));
+                }
+            }
+        }
+
+        std::thread_local! {
+            static FREE: RefCell<Local> = const { RefCell::new(Local(Vec::new())) };
+        }
+
+        pub(super) fn acquire() -> Option<u32> {
+            if !numa_sim::in_simulation() {
+                return None;
+            }
+            FREE.try_with(|free| free.borrow_mut().0.pop())
+                .ok()
+                .flatten()
+        }
+
+        /// Returns `false` if the index must go to the process-wide list.
+        pub(super) fn release(index: u32) -> bool {
+            numa_sim::in_simulation()
+                && FREE
+                    .try_with(|free| free.borrow_mut().0.push(index))
+                    .is_ok()
+        }
     }
 
     #[inline]

@@ -14,7 +14,8 @@
 //! Nothing else in the crate names `cfg(loom)` or `cfg(numa_sim)`, with three exceptions that
 //! cannot be expressed here: the `lock_api` impls and aliases (a `RawMutex` needs a `const` `INIT`,
 //! which loom's atomics cannot give), the queue-node registry (loom's atomics belong to one model
-//! execution), and `RawHq`'s model-only constructors.
+//! execution; a simulation keeps the indices it releases to itself), and `RawHq`'s model-only
+//! constructors.
 
 #[cfg(all(loom, numa_sim))]
 compile_error!("`--cfg loom` and `--cfg numa_sim` select different backends; use one at a time");

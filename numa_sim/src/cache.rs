@@ -1,0 +1,312 @@
+//! The coherence and cost model of one 64-byte line.
+//!
+//! Coherence is tracked per **hardware thread** rather than per core: SMT siblings then behave
+//! like two caches `smt` apart, which gives the `smt` latency class its plain meaning (the cost
+//! of a sibling's write reaching the other sibling) without special cases. Two siblings that
+//! only read a line both hit it, as they would in a shared L1.
+//!
+//! Every access is a **reservation**: it is costed from the line's state at the moment it is
+//! issued, and the line's state (holders, `busy_until`) is updated at once, so that later
+//! requests queue behind it. The caller performs the real memory operation at the access's
+//! completion time (see `engine.rs`).
+
+use crate::machine::{LatencyClass, Machine, Place, Ps, class_of};
+
+/// A set of hardware threads (at most [`crate::machine::MAX_HW_THREADS`]).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HwSet([u64; 4]);
+
+impl HwSet {
+    #[inline]
+    pub(crate) fn insert(&mut self, hw: usize) {
+        self.0[hw / 64] |= 1 << (hw % 64);
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, hw: usize) -> bool {
+        self.0[hw / 64] & (1 << (hw % 64)) != 0
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+
+    #[inline]
+    pub(crate) fn only(hw: usize) -> Self {
+        let mut s = HwSet::default();
+        s.insert(hw);
+        s
+    }
+
+    #[inline]
+    pub(crate) fn is_only(&self, hw: usize) -> bool {
+        *self == HwSet::only(hw)
+    }
+
+    /// The members, in increasing order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &word)| {
+            let mut w = word;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let bit = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + bit)
+            })
+        })
+    }
+}
+
+impl std::fmt::Debug for HwSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// The machine as the cost model needs it: per hardware thread, where it sits.
+pub(crate) struct Topo {
+    pub(crate) machine: &'static Machine,
+    pub(crate) places: Vec<Place>,
+}
+
+impl Topo {
+    pub(crate) fn new(machine: &'static Machine) -> Self {
+        Topo {
+            machine,
+            places: (0..machine.hw_threads())
+                .map(|hw| machine.place(hw))
+                .collect(),
+        }
+    }
+
+    /// One-way transfer cost between hardware threads `a` and `b` of a line homed on node
+    /// `home` (see [`Costs::remote_home_same_socket`](crate::Costs::remote_home_same_socket)).
+    #[inline]
+    pub(crate) fn transfer(&self, a: usize, b: usize, home: usize) -> Ps {
+        let (pa, pb) = (&self.places[a], &self.places[b]);
+        let class = class_of(pa, pb);
+        let cost = self.machine.transfer(class);
+        match (self.machine.costs.remote_home_same_socket, class) {
+            (Some(remote_home), LatencyClass::SameNode | LatencyClass::SameSocket)
+                if pa.socket != home / self.machine.nodes_per_socket =>
+            {
+                cost.max(remote_home)
+            }
+            _ => cost,
+        }
+    }
+
+    /// The cost of fetching a line homed on node `home` from memory into `hw`.
+    #[inline]
+    pub(crate) fn memory(&self, hw: usize, home: usize) -> Ps {
+        let place = &self.places[hw];
+        let costs = &self.machine.costs;
+        if place.node == home {
+            costs.dram_local
+        } else if place.socket == home / self.machine.nodes_per_socket {
+            costs.dram_remote
+        } else {
+            costs.dram_other_socket
+        }
+    }
+}
+
+/// One 64-byte line.
+///
+/// | `holders` | `modified` | MESI state                                             |
+/// |-----------|------------|--------------------------------------------------------|
+/// | empty     | false      | Invalid: only in memory (at node `home`)               |
+/// | {a, ...}  | false      | Shared by those hardware threads (Exclusive if one)    |
+/// | {a}       | true       | Modified in `a`'s cache                                |
+#[derive(Debug)]
+pub(crate) struct Line {
+    pub(crate) holders: HwSet,
+    pub(crate) modified: bool,
+    /// When the last transfer reserved on this line completes: a miss starts no earlier.
+    pub(crate) busy_until: Ps,
+    /// When the last load reserved on this line (hit or miss) completes: a write, which takes
+    /// every other copy away, starts no earlier. Loads do not wait for each other's hits.
+    pub(crate) reads_until: Ps,
+    /// The NUMA node whose memory holds the line.
+    pub(crate) home: u16,
+    /// Spinners sleeping until this line is written: (task, sleep sequence number). Entries
+    /// whose sequence number is no longer the task's current sleep are stale and skipped.
+    pub(crate) sleepers: Vec<(u32, u32)>,
+}
+
+/// What a reservation cost and found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    /// When the access completes.
+    pub(crate) completion: Ps,
+    /// Whether it hit the caller's cache.
+    pub(crate) hit: bool,
+}
+
+impl Line {
+    pub(crate) fn new(home: usize) -> Self {
+        Line {
+            holders: HwSet::default(),
+            modified: false,
+            busy_until: 0,
+            reads_until: 0,
+            home: home as u16,
+            sleepers: Vec::new(),
+        }
+    }
+
+    /// The cost of bringing the line to `hw` from its nearest copy (the owner if modified, the
+    /// nearest sharer, or memory).
+    fn fetch_cost(&self, topo: &Topo, hw: usize) -> Ps {
+        if self.holders.is_empty() {
+            return topo.memory(hw, self.home as usize);
+        }
+        self.holders
+            .iter()
+            .map(|h| topo.transfer(hw, h, self.home as usize))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// A load by `hw` at `now`; `jitter` scales transfer costs.
+    pub(crate) fn load(
+        &mut self,
+        topo: &Topo,
+        hw: usize,
+        now: Ps,
+        jitter: impl FnOnce(Ps) -> Ps,
+    ) -> Reservation {
+        if self.holders.contains(hw) {
+            let completion = now + topo.machine.costs.l1_hit;
+            self.reads_until = self.reads_until.max(completion);
+            return Reservation {
+                completion,
+                hit: true,
+            };
+        }
+        let cost = jitter(self.fetch_cost(topo, hw));
+        let completion = now.max(self.busy_until) + cost;
+        self.busy_until = completion;
+        self.reads_until = self.reads_until.max(completion);
+        // A modified owner keeps a shared copy.
+        self.modified = false;
+        self.holders.insert(hw);
+        Reservation {
+            completion,
+            hit: false,
+        }
+    }
+
+    /// A store (`rmw == false`) or a locked read-modify-write by `hw` at `now`. A failed CAS is
+    /// an RMW too: the locked instruction takes the line exclusive whatever it returns.
+    pub(crate) fn store(
+        &mut self,
+        topo: &Topo,
+        hw: usize,
+        now: Ps,
+        rmw: bool,
+        jitter: impl FnOnce(Ps) -> Ps,
+    ) -> Reservation {
+        let costs = &topo.machine.costs;
+        if self.holders.is_only(hw) {
+            // Modified or Exclusive here: no other copy to invalidate.
+            let completion = now + if rmw { costs.rmw_hit } else { costs.l1_hit };
+            self.busy_until = self.busy_until.max(completion);
+            self.modified = true;
+            return Reservation {
+                completion,
+                hit: true,
+            };
+        }
+        let fetch = if self.holders.contains(hw) {
+            0
+        } else {
+            self.fetch_cost(topo, hw)
+        };
+        let invalidate = self
+            .holders
+            .iter()
+            .filter(|&h| h != hw)
+            .map(|h| topo.transfer(hw, h, self.home as usize))
+            .max()
+            .unwrap_or(0);
+        let cost = jitter(fetch.max(invalidate));
+        let completion = now.max(self.busy_until).max(self.reads_until) + cost;
+        self.busy_until = completion;
+        self.holders = HwSet::only(hw);
+        self.modified = true;
+        Reservation {
+            completion,
+            hit: false,
+        }
+    }
+
+    /// A write by the unpinned harness: free, and it leaves the line in memory only.
+    pub(crate) fn harness_store(&mut self) {
+        self.holders = HwSet::default();
+        self.modified = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo() -> Topo {
+        Topo::new(Machine::by_name("x5-4").unwrap())
+    }
+
+    #[test]
+    fn hwset() {
+        let mut s = HwSet::default();
+        assert!(s.is_empty());
+        for hw in [0, 63, 64, 143, 255] {
+            s.insert(hw);
+        }
+        assert_eq!(s.iter().collect::<Vec<_>>(), [0, 63, 64, 143, 255]);
+        assert!(s.contains(64) && !s.contains(65));
+        assert!(HwSet::only(7).is_only(7) && !s.is_only(0));
+    }
+
+    #[test]
+    fn load_store_costs() {
+        let t = topo();
+        let c = t.machine.costs;
+        let id = |x| x;
+        let mut line = Line::new(0);
+        // Cold miss from local memory, then hits.
+        let r = line.load(&t, 0, 0, id);
+        assert_eq!(
+            r,
+            Reservation {
+                completion: c.dram_local,
+                hit: false
+            }
+        );
+        let r = line.load(&t, 0, r.completion, id);
+        assert!(r.hit);
+        // Another socket (hw 36 is socket 1) reads it from hw 0's cache.
+        let r = line.load(&t, 36, 0, id);
+        assert_eq!(r.completion, line.busy_until);
+        assert!(!r.hit);
+        // hw 0 writes: invalidates hw 36 (other socket).
+        let before = line.busy_until;
+        let r = line.store(&t, 0, 0, true, id);
+        assert_eq!(r.completion, before + c.other_socket);
+        // Now an RMW by the owner hits.
+        let r = line.store(&t, 0, r.completion, true, id);
+        assert!(r.hit);
+        // A sibling (hw 1) loads: smt transfer, serialized after the owner's RMW.
+        let busy = line.busy_until;
+        let r = line.load(&t, 1, 0, id);
+        assert_eq!(r.completion, busy + c.smt);
+        // The owner's load hit does not wait for that transfer, but a write waits for both.
+        let hit = line.load(&t, 0, 0, id);
+        assert_eq!(hit.completion, c.l1_hit);
+        let w = line.store(&t, 36, 0, false, id);
+        assert_eq!(w.completion, r.completion + c.other_socket);
+    }
+}

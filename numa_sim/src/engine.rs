@@ -1,0 +1,842 @@
+//! The simulation state of one OS thread, and the operations the simulated code calls.
+//!
+//! A simulation runs a whole shuttle execution on the OS thread that called
+//! [`Simulation::run`](crate::Simulation::run) (or `check_random`), so its state lives in a
+//! `std` thread-local of that OS thread ([`CONTEXT`]): simulations running at the same time on
+//! other OS threads (cargo runs tests in parallel) share nothing with it.
+//!
+//! # Virtual-time mode: how an access is ordered
+//!
+//! Every task (simulated thread) has a virtual clock in picoseconds; the scheduler
+//! ([`crate::scheduler`]) always runs the task with the smallest `(clock, task id)`. An access
+//! by task `T` whose clock reads `t`:
+//!
+//! 1. **sync**: if some other runnable task has a smaller `(clock, id)` (`T` may have advanced
+//!    its clock locally since it last ran: `work`, `pause`, a clock read), switch to it first, so
+//!    that `T` is the earliest task when it issues the access;
+//! 2. **reserve**: cost the access from the line's state now and update that state at once
+//!    (holders, `busy_until`: see `cache.rs`); `T`'s clock becomes the completion time; a write
+//!    wakes the spinners sleeping on the line at that completion time;
+//! 3. **sync** again: every task whose clock is below the completion time runs first;
+//! 4. the caller **performs** the real `std` operation.
+//!
+//! Effects therefore happen in completion-time order, and a load returns the value as of its
+//! completion. The order is consistent: a transfer of a line starts no earlier than the previous
+//! transfer's completion (`busy_until`), a write no earlier than every load reserved before it
+//! (`reads_until`), and every cost is positive, so a write's completion time differs from that
+//! of every other access to its line and falls after all the accesses reserved before it. Only
+//! two loads (which commute) can complete at the same time. A write is never a hit while
+//! another copy exists.
+//!
+//! Step 1 could be skipped if every clock advance were itself a scheduling point; doing it at
+//! the next access instead makes local work (`work`, `pause`, clock reads) free of scheduling
+//! decisions. With lookahead on (the default), a sync that would pick the caller again is
+//! skipped without asking shuttle.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
+
+use shuttle_engine::runtime::thread::switch;
+
+use crate::cache::{Line, Topo};
+use crate::machine::{Machine, Ps};
+
+/// A clock that never comes: the wake time of a sleeper nobody has a deadline for.
+pub(crate) const NEVER: Ps = u64::MAX;
+
+/// How the tasks are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Smallest virtual clock first; spin sleep; futex waits in virtual time.
+    VirtualTime,
+    /// Shuttle's random or PCT scheduler; every access a plain scheduling point.
+    Randomized,
+}
+
+/// What kind of memory access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Load,
+    Store,
+    Rmw,
+}
+
+/// What a task waits for, besides its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Nothing (runnable at its clock).
+    Running,
+    /// Asleep in `pause` until one of the lines it watches is written, or its spin deadline.
+    Spinning { seq: u32 },
+    /// Parked in `futex_wait` on `addr`.
+    Futex { addr: usize },
+}
+
+/// One simulated thread.
+pub(crate) struct Task {
+    /// Virtual time, ps. A sleeper's clock is its wake time (`NEVER` without a deadline).
+    pub(crate) clock: Ps,
+    /// The hardware thread it is pinned to; `None` for the harness (unpinned, free).
+    pub(crate) hw: Option<usize>,
+    /// Whether shuttle listed it as runnable at the last scheduling decision (a task blocked in
+    /// `join` is not), or it was spawned since.
+    runnable: bool,
+    /// The user closure has returned.
+    finished: bool,
+    wait: Wait,
+    /// When the current sleep or park began.
+    sleep_start: Ps,
+    /// Numbers the task's spin sleeps, to recognise stale sleeper entries on lines.
+    sleep_seq: u32,
+    /// Lines watched by the current spin sleep (for the deadlock report).
+    watching: Vec<u64>,
+    /// Set by `futex_wake`: the park ended by a wake, not a timeout.
+    woken: bool,
+    /// The registered spin deadline, ps; `None` if never registered.
+    spin_deadline: Option<Ps>,
+    /// No write (store or RMW) since the deadline was registered: the loop that registered it
+    /// may still be the one running.
+    deadline_current: bool,
+    /// Lines loaded (all hits) since the last `pause`.
+    iter_lines: Vec<u64>,
+    /// Every operation since the last `pause` was a load hit (or a clock read).
+    iter_pure: bool,
+    /// Accesses so far (seeds the jitter).
+    ops: u64,
+    /// Consecutive spin iterations, run as written, that found nothing changed.
+    unchanged_iterations: u64,
+    /// For unpark in randomized mode.
+    thread: Option<shuttle::thread::Thread>,
+}
+
+impl Task {
+    fn new(clock: Ps, hw: Option<usize>) -> Self {
+        Task {
+            clock,
+            hw,
+            runnable: true,
+            finished: false,
+            wait: Wait::Running,
+            sleep_start: 0,
+            sleep_seq: 0,
+            watching: Vec::new(),
+            woken: false,
+            spin_deadline: None,
+            deadline_current: false,
+            iter_lines: Vec::new(),
+            iter_pure: true,
+            ops: 0,
+            unchanged_iterations: 0,
+            thread: None,
+        }
+    }
+
+    #[inline]
+    fn reset_iteration(&mut self) {
+        self.iter_lines.clear();
+        self.iter_pure = true;
+    }
+}
+
+/// What `pause` decided.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pause {
+    /// Go on running.
+    Go,
+    /// The task sleeps: switch.
+    Sleep,
+    /// The task spins for ever on lines nobody writes: stop with this message.
+    Runaway(String),
+}
+
+/// Unchanged iterations of an undeclared wait loop after which it is reported as a runaway
+/// (2^24: about 64 ms of virtual spinning at 4 ns a `pause`, a second or two of host time).
+pub(crate) const RUNAWAY_ITERATIONS: u64 = 1 << 24;
+
+/// Counters of one run.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Counters {
+    pub(crate) decisions: u64,
+    pub(crate) accesses: u64,
+    pub(crate) lookahead_skips: u64,
+}
+
+/// A fast, deterministic hasher for line numbers and addresses (Fx-style multiply-rotate). The
+/// maps keyed by it are only looked up, never iterated, so addresses never order anything.
+#[derive(Default)]
+pub(crate) struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+}
+
+type AddrMap<K, V> = HashMap<K, V, BuildHasherDefault<AddrHasher>>;
+
+/// The state of one simulation (one shuttle execution at a time).
+pub(crate) struct Engine {
+    pub(crate) topo: Topo,
+    pub(crate) mode: Mode,
+    pub(crate) seed: u64,
+    jitter: f64,
+    lookahead: bool,
+    pub(crate) tasks: Vec<Task>,
+    /// The running task (the scheduler's last choice).
+    pub(crate) current: usize,
+    /// The running task's clock when it was last known to be the earliest task (chosen by the
+    /// scheduler, or checked): while its clock has not moved, it still is (see `is_earliest`).
+    earliest_at: Ps,
+    lines: AddrMap<u64, Line>,
+    futexes: AddrMap<usize, VecDeque<usize>>,
+    /// Which live task each hardware thread is pinned by.
+    hw_owner: Vec<Option<usize>>,
+    /// Set once the simulation is over (finished, or stopped by a deadlock): every operation is
+    /// then the plain `std` one, so that teardown code runs freely.
+    pub(crate) stopped: bool,
+    /// Why the simulation stopped early, to be reported by the harness.
+    pub(crate) failure: Option<String>,
+    pub(crate) counters: Counters,
+}
+
+/// splitmix64: the simulator's hash for seeds and jitter.
+#[inline]
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// `cost` scaled by a factor uniform in `[1 - amount, 1 + amount]`, drawn from (seed, task,
+/// operation count): noise that breaks artificial lockstep, the same in every run.
+#[inline]
+fn jittered(cost: Ps, amount: f64, seed: u64, task: usize, ops: u64) -> Ps {
+    if amount == 0.0 || cost == 0 {
+        return cost;
+    }
+    let r = mix(seed ^ mix(task as u64 ^ ops.rotate_left(20)));
+    let unit = (r >> 11) as f64 / (1u64 << 53) as f64;
+    let factor = 1.0 + amount * (2.0 * unit - 1.0);
+    ((cost as f64 * factor) as Ps).max(1)
+}
+
+impl Engine {
+    pub(crate) fn new(
+        machine: &'static Machine,
+        mode: Mode,
+        seed: u64,
+        jitter: f64,
+        lookahead: bool,
+    ) -> Self {
+        let mut engine = Engine {
+            topo: Topo::new(machine),
+            mode,
+            seed,
+            jitter,
+            lookahead,
+            tasks: Vec::new(),
+            current: 0,
+            earliest_at: NEVER,
+            lines: AddrMap::default(),
+            futexes: AddrMap::default(),
+            hw_owner: vec![None; machine.hw_threads()],
+            stopped: false,
+            failure: None,
+            counters: Counters::default(),
+        };
+        engine.reset();
+        engine
+    }
+
+    /// A fresh execution: only the harness task (shuttle's main task, id 0) exists, unpinned,
+    /// at time 0; every line is in memory.
+    pub(crate) fn reset(&mut self) {
+        self.tasks.clear();
+        self.tasks.push(Task::new(0, None));
+        self.current = 0;
+        self.earliest_at = NEVER;
+        self.lines.clear();
+        self.futexes.clear();
+        self.hw_owner.iter_mut().for_each(|o| *o = None);
+        self.stopped = false;
+        self.failure = None;
+    }
+
+    pub(crate) fn machine(&self) -> &'static Machine {
+        self.topo.machine
+    }
+
+    /// Registers a task the harness did not spawn with `spawn_on` (raw shuttle threads): it is
+    /// unpinned, at the clock of the task that was running.
+    pub(crate) fn register_unknown(&mut self, id: usize) {
+        let clock = self.tasks.get(self.current).map_or(0, |t| t.clock);
+        while self.tasks.len() <= id {
+            self.tasks.push(Task::new(clock, None));
+        }
+    }
+
+    /// Claims hardware thread `hw` for a thread about to be spawned.
+    pub(crate) fn claim_hw(&mut self, hw: usize) {
+        let machine = self.machine();
+        assert!(
+            hw < machine.hw_threads(),
+            "numa_sim: cannot pin a thread to hardware thread {hw}: {} has {} hardware threads \
+             (0..{})",
+            machine.name,
+            machine.hw_threads(),
+            machine.hw_threads()
+        );
+        if let Some(owner) = self.hw_owner[hw] {
+            panic!(
+                "numa_sim: hardware thread {hw} of {} already runs simulated thread {owner}: one \
+                 live simulated thread per hardware thread",
+                machine.name
+            );
+        }
+        self.hw_owner[hw] = Some(usize::MAX);
+    }
+
+    /// Registers a task just spawned on `hw` by the current task.
+    pub(crate) fn register_spawned(&mut self, id: usize, hw: usize) {
+        let clock = self.tasks[self.current].clock;
+        while self.tasks.len() <= id {
+            self.tasks.push(Task::new(clock, None));
+        }
+        self.tasks[id] = Task::new(clock, Some(hw));
+        self.hw_owner[hw] = Some(id);
+    }
+
+    /// The current task's user code has returned: its hardware thread is free again.
+    pub(crate) fn finish_current(&mut self) {
+        let task = &mut self.tasks[self.current];
+        task.finished = true;
+        if let Some(hw) = task.hw
+            && self.hw_owner[hw] == Some(self.current)
+        {
+            self.hw_owner[hw] = None;
+        }
+    }
+
+    /// Tasks other than the harness whose user code has not returned.
+    pub(crate) fn unfinished(&self) -> Vec<usize> {
+        (1..self.tasks.len())
+            .filter(|&i| !self.tasks[i].finished && self.tasks[i].hw.is_some())
+            .collect()
+    }
+
+    pub(crate) fn current_task(&mut self) -> &mut Task {
+        &mut self.tasks[self.current]
+    }
+
+    /// Whether the current task may act now without a scheduling decision: no other runnable
+    /// task has a smaller `(clock, id)`. Always `false` with lookahead off.
+    ///
+    /// While the running task's clock has not moved since it was last known to be the earliest,
+    /// it still is: other tasks' clocks change only when they run (not while this one does) or
+    /// when this one wakes them (which resets `earliest_at`), and a spawned task starts at its
+    /// spawner's clock with a higher id.
+    #[inline]
+    fn is_earliest(&mut self) -> bool {
+        if !self.lookahead {
+            return false;
+        }
+        let me = self.current;
+        let mine = self.tasks[me].clock;
+        if mine == self.earliest_at && mine != NEVER {
+            self.counters.lookahead_skips += 1;
+            return true;
+        }
+        for (id, task) in self.tasks.iter().enumerate() {
+            if id != me && task.runnable && (task.clock < mine || (task.clock == mine && id < me)) {
+                return false;
+            }
+        }
+        self.counters.lookahead_skips += 1;
+        self.earliest_at = mine;
+        true
+    }
+
+    /// The scheduler's choice among `runnable` (shuttle's list): the smallest `(clock, id)`.
+    /// Refreshes the runnable flags. `None` when every runnable task waits for ever: then the
+    /// simulation is stopped with a deadlock report.
+    pub(crate) fn choose(
+        &mut self,
+        runnable: impl Iterator<Item = usize> + Clone,
+    ) -> Option<usize> {
+        self.counters.decisions += 1;
+        for task in &mut self.tasks {
+            task.runnable = false;
+        }
+        let mut best: Option<(Ps, usize)> = None;
+        for id in runnable {
+            if id >= self.tasks.len() {
+                self.register_unknown(id);
+            }
+            let task = &mut self.tasks[id];
+            task.runnable = true;
+            let key = (task.clock, id);
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        let (clock, id) = best?;
+        if clock == NEVER {
+            self.failure = Some(self.deadlock_report());
+            self.stopped = true;
+            return None;
+        }
+        self.current = id;
+        self.earliest_at = clock;
+        Some(id)
+    }
+
+    fn deadlock_report(&self) -> String {
+        use std::fmt::Write;
+        let m = self.machine();
+        let mut s = format!(
+            "numa_sim: deadlock/lost wake-up: every simulated thread is parked or spinning on \
+             lines nobody writes (machine {}, seed {}, at {} ns of virtual time):",
+            m.name,
+            self.seed,
+            self.virtual_end() / 1000,
+        );
+        for (id, task) in self.tasks.iter().enumerate() {
+            if task.finished {
+                continue;
+            }
+            let who = match task.hw {
+                Some(hw) => format!("task {id} (hw thread {hw}, node {})", m.node_of(hw)),
+                None if id == 0 => format!("task {id} (harness)"),
+                None => format!("task {id} (unpinned)"),
+            };
+            let what = match task.wait {
+                _ if !task.runnable => "blocked (joining a thread)".to_string(),
+                Wait::Running => format!("runnable at {} ns", task.clock / 1000),
+                Wait::Spinning { .. } => {
+                    let lines: Vec<String> = task
+                        .watching
+                        .iter()
+                        .map(|l| format!("{:#x}", l << 6))
+                        .collect();
+                    format!(
+                        "spinning since {} ns on line(s) [{}], no spin deadline ahead",
+                        task.sleep_start / 1000,
+                        lines.join(", ")
+                    )
+                }
+                Wait::Futex { addr } => format!(
+                    "parked since {} ns in futex_wait on {addr:#x}, no deadline",
+                    task.sleep_start / 1000
+                ),
+            };
+            let _ = write!(s, "\n  {who}: {what}");
+        }
+        s
+    }
+
+    /// The latest clock any task reached (ignoring sleepers that never woke).
+    pub(crate) fn virtual_end(&self) -> Ps {
+        self.tasks
+            .iter()
+            .map(|t| {
+                if t.clock == NEVER {
+                    t.sleep_start
+                } else {
+                    t.clock
+                }
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Step 2 of an access (see the module docs): cost it, update the line, advance the
+    /// current task's clock, wake the spinners a write concerns.
+    pub(crate) fn reserve(&mut self, addr: usize, kind: Kind) {
+        self.counters.accesses += 1;
+        let me = self.current;
+        let line_id = (addr >> 6) as u64;
+        let Some(hw) = self.tasks[me].hw else {
+            // The harness: free, takes no time; a write leaves the line in memory.
+            if kind != Kind::Load {
+                let now = self.tasks[me].clock;
+                let line = self.lines.entry(line_id).or_insert_with(|| Line::new(0));
+                line.harness_store();
+                self.wake_spinners(line_id, now);
+            }
+            return;
+        };
+        let task = &mut self.tasks[me];
+        task.ops += 1;
+        let (now, ops) = (task.clock, task.ops);
+        let (seed, amount) = (self.seed, self.jitter);
+        let jitter = |cost| jittered(cost, amount, seed, me, ops);
+        let home = self.topo.places[hw].node;
+        let line = self.lines.entry(line_id).or_insert_with(|| Line::new(home));
+        let r = match kind {
+            Kind::Load => line.load(&self.topo, hw, now, jitter),
+            Kind::Store => line.store(&self.topo, hw, now, false, jitter),
+            Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
+        };
+        let task = &mut self.tasks[me];
+        task.clock = r.completion;
+        if kind == Kind::Load && r.hit {
+            if !task.iter_lines.contains(&line_id) {
+                task.iter_lines.push(line_id);
+            }
+        } else {
+            task.iter_pure = false;
+        }
+        if kind != Kind::Load {
+            task.deadline_current = false;
+        }
+        if kind != Kind::Load {
+            self.wake_spinners(line_id, r.completion);
+        }
+    }
+
+    /// Writes of `touch`: one per line, all issued at the caller's clock (independent misses
+    /// overlap); the caller's clock becomes the latest completion.
+    pub(crate) fn reserve_batch(&mut self, addrs: &[*const u8], kind: Kind) {
+        let me = self.current;
+        let start = self.tasks[me].clock;
+        let mut end = start;
+        for &addr in addrs {
+            self.tasks[me].clock = start;
+            self.reserve(addr as usize, kind);
+            end = end.max(self.tasks[me].clock);
+        }
+        let task = &mut self.tasks[me];
+        task.clock = end;
+        task.iter_pure = false;
+    }
+
+    /// Wakes every spinner sleeping on `line_id` at `when` (or its sleep start, if later).
+    fn wake_spinners(&mut self, line_id: u64, when: Ps) {
+        let Some(line) = self.lines.get_mut(&line_id) else {
+            return;
+        };
+        if line.sleepers.is_empty() {
+            return;
+        }
+        let sleepers = std::mem::take(&mut line.sleepers);
+        for &(id, seq) in &sleepers {
+            let task = &mut self.tasks[id as usize];
+            if task.wait == (Wait::Spinning { seq }) {
+                task.wait = Wait::Running;
+                task.clock = task.clock.min(when.max(task.sleep_start));
+                // Someone may now be due before the running task: check at the next sync.
+                self.earliest_at = NEVER;
+            }
+        }
+        // Give the allocation back to the line.
+        let line = self.lines.get_mut(&line_id).expect("still there");
+        if line.sleepers.is_empty() {
+            let mut sleepers = sleepers;
+            sleepers.clear();
+            line.sleepers = sleepers;
+        }
+    }
+
+    /// `pause()` in virtual-time mode. Returns `true` if the task went to sleep (the caller
+    /// must then switch).
+    pub(crate) fn pause(&mut self) -> Pause {
+        let pause_cost = self.topo.machine.costs.pause;
+        let me = self.current;
+        let task = &mut self.tasks[me];
+        if task.hw.is_none() {
+            task.reset_iteration();
+            return Pause::Go;
+        }
+        task.clock += pause_cost;
+        if !task.iter_pure {
+            task.unchanged_iterations = 0;
+            task.reset_iteration();
+            return Pause::Go;
+        }
+        if task.iter_lines.is_empty() {
+            // The second and later `pause`s of one backoff batch.
+            return Pause::Go;
+        }
+        // A pure iteration: the next one would read the same values and do the same thing,
+        // until a line it reads is written, or until the loop's own exit condition holds. The
+        // simulator knows that condition only if the loop declared its time bound: then the
+        // task sleeps until the first of the two.
+        let wake_at = match task.spin_deadline {
+            Some(deadline) if task.deadline_current && deadline > task.clock => deadline,
+            // No declaration, a deadline that has passed, or one that belongs to a loop the
+            // task has left (it wrote to memory since): run the iterations as written.
+            _ => {
+                task.reset_iteration();
+                task.unchanged_iterations += 1;
+                if task.unchanged_iterations >= RUNAWAY_ITERATIONS {
+                    self.stopped = true;
+                    let hw = task.hw.unwrap_or(usize::MAX);
+                    return Pause::Runaway(format!(
+                        "numa_sim: simulated thread {me} (hw thread {hw}) has re-read lines \
+                         nobody writes {RUNAWAY_ITERATIONS} times in a row in a wait loop that \
+                         declares no spin_deadline: a livelock, or a wait for something nobody \
+                         will do. Declare the loop with numa_sim::spin_deadline(u64::MAX) (or its \
+                         real deadline): it then sleeps until a line it reads is written, and a \
+                         wait nobody ends is reported as a deadlock (machine {}, seed {})",
+                        self.topo.machine.name, self.seed
+                    ));
+                }
+                return Pause::Go;
+            }
+        };
+        task.sleep_seq = task.sleep_seq.wrapping_add(1);
+        let seq = task.sleep_seq;
+        task.wait = Wait::Spinning { seq };
+        task.sleep_start = task.clock;
+        task.clock = wake_at;
+        let lines = std::mem::take(&mut task.iter_lines);
+        for &line_id in &lines {
+            let line = self
+                .lines
+                .get_mut(&line_id)
+                .expect("a line that was hit exists");
+            if line.sleepers.len() >= 8 {
+                // Drop stale entries (sleeps that already ended) before they pile up.
+                let tasks = &self.tasks;
+                line.sleepers
+                    .retain(|&(id, seq)| tasks[id as usize].wait == Wait::Spinning { seq });
+            }
+            line.sleepers.push((me as u32, seq));
+        }
+        let task = &mut self.tasks[me];
+        task.watching.clone_from(&lines);
+        task.iter_lines = lines;
+        task.reset_iteration();
+        task.unchanged_iterations = 0;
+        Pause::Sleep
+    }
+
+    /// After a spin sleep: running again (woken by a write, or at the deadline).
+    pub(crate) fn end_spin_sleep(&mut self) {
+        let task = self.current_task();
+        task.wait = Wait::Running;
+        task.reset_iteration();
+    }
+
+    pub(crate) fn spin_deadline(&mut self, deadline_ns: u64) {
+        let task = self.current_task();
+        task.spin_deadline = Some(deadline_ns.saturating_mul(1000));
+        task.deadline_current = true;
+    }
+
+    /// Charges the current task `cost` of local (non-memory) time; ends its spin iteration.
+    pub(crate) fn charge(&mut self, cost: Ps) {
+        let task = self.current_task();
+        if task.hw.is_some() {
+            task.clock = task.clock.saturating_add(cost);
+        }
+        task.iter_pure = false;
+    }
+
+    /// Reads the current task's clock, charging `clock_read`; keeps the spin iteration pure.
+    pub(crate) fn now_ns(&mut self) -> u64 {
+        let cost = self.topo.machine.costs.clock_read;
+        let task = self.current_task();
+        if task.hw.is_some() {
+            task.clock += cost;
+        }
+        task.clock / 1000
+    }
+
+    /// Parks the current task on `addr` until a wake or `deadline_ns`.
+    pub(crate) fn park(&mut self, addr: usize, deadline_ns: Option<u64>) {
+        let me = self.current;
+        let task = &mut self.tasks[me];
+        task.wait = Wait::Futex { addr };
+        task.woken = false;
+        task.sleep_start = task.clock;
+        task.clock = match deadline_ns {
+            Some(d) => d.saturating_mul(1000).max(task.clock),
+            None => NEVER,
+        };
+        task.reset_iteration();
+        self.futexes.entry(addr).or_default().push_back(me);
+    }
+
+    /// After a park: returns whether the task was woken; a timed-out task leaves the queue.
+    pub(crate) fn unpark_self(&mut self, addr: usize) -> bool {
+        let me = self.current;
+        let task = &mut self.tasks[me];
+        task.wait = Wait::Running;
+        if task.woken {
+            return true;
+        }
+        if let Some(queue) = self.futexes.get_mut(&addr) {
+            queue.retain(|&t| t != me);
+        }
+        false
+    }
+
+    /// Whether the current task has been woken (randomized mode's park loop).
+    pub(crate) fn woken(&self) -> bool {
+        self.tasks[self.current].woken
+    }
+
+    /// Wakes up to `count` tasks parked on `addr`; returns their thread handles (for
+    /// randomized mode, which must unpark them in shuttle too).
+    pub(crate) fn futex_wake(&mut self, addr: usize, count: u32) -> Vec<shuttle::thread::Thread> {
+        let costs = self.topo.machine.costs;
+        let me = self.current;
+        let waker = &mut self.tasks[me];
+        let now = waker.clock;
+        let wake_at = now.saturating_add(costs.wake_latency);
+        let pinned = waker.hw.is_some();
+        let mut handles = Vec::new();
+        let mut woke = 0;
+        if let Some(queue) = self.futexes.get_mut(&addr) {
+            while woke < count {
+                let Some(id) = queue.pop_front() else { break };
+                let task = &mut self.tasks[id];
+                task.woken = true;
+                let at = if pinned { wake_at } else { now };
+                task.clock = task.clock.min(at.max(task.sleep_start));
+                self.earliest_at = NEVER;
+                handles.extend(task.thread.clone());
+                woke += 1;
+            }
+        }
+        let waker = &mut self.tasks[me];
+        waker.iter_pure = false;
+        if pinned {
+            waker.clock += costs.futex_wake;
+        }
+        handles
+    }
+
+    pub(crate) fn set_thread(&mut self, thread: shuttle::thread::Thread) {
+        self.current_task().thread = Some(thread);
+    }
+
+    /// A value from (simulation seed, current task): never 0.
+    pub(crate) fn thread_seed(&self) -> u64 {
+        mix(self.seed ^ mix(self.current as u64 + 1)).max(1)
+    }
+
+    /// Joining task `target`: the joiner's clock catches up with the target's end.
+    pub(crate) fn joined(&mut self, target: usize) {
+        let end = self.tasks[target].clock;
+        let task = self.current_task();
+        if end != NEVER {
+            task.clock = task.clock.max(end);
+        }
+    }
+}
+
+// The simulation running on this OS thread, if any.
+thread_local! {
+    static CONTEXT: Cell<*const RefCell<Engine>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Installs a simulation on this OS thread for as long as it lives.
+pub(crate) struct ContextGuard {
+    engine: Rc<RefCell<Engine>>,
+}
+
+impl ContextGuard {
+    pub(crate) fn install(engine: Rc<RefCell<Engine>>) -> Self {
+        CONTEXT.with(|c| {
+            assert!(
+                c.get().is_null(),
+                "numa_sim: a simulation is already running on this OS thread (simulations do not \
+                 nest)"
+            );
+            c.set(Rc::as_ptr(&engine));
+        });
+        ContextGuard { engine }
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        CONTEXT.with(|c| c.set(std::ptr::null()));
+        let _ = &self.engine;
+    }
+}
+
+/// The simulation on this OS thread, if one is running.
+#[inline(always)]
+pub(crate) fn context() -> Option<&'static RefCell<Engine>> {
+    let ptr = CONTEXT.with(Cell::get);
+    // SAFETY: a non-null pointer was set by `ContextGuard::install` from an `Rc` that the guard
+    // keeps alive, and is reset to null when the guard drops; everything that reads it runs on
+    // this OS thread, within the guard's lifetime (the simulation's tasks run inside
+    // `Runner::run`, which returns before the guard drops). The `'static` lifetime is never
+    // allowed to escape a single operation.
+    unsafe { ptr.as_ref() }
+}
+
+/// The running simulation, unless there is none or it has stopped.
+#[inline(always)]
+pub(crate) fn active() -> Option<&'static RefCell<Engine>> {
+    context().filter(|cell| !cell.borrow().stopped)
+}
+
+/// Step 1 and 3 of an access: switch unless the current task is the earliest.
+#[inline]
+pub(crate) fn sync(cell: &RefCell<Engine>) {
+    let must_switch = {
+        let mut e = cell.borrow_mut();
+        !e.stopped && !e.is_earliest()
+    };
+    if must_switch {
+        switch();
+    }
+}
+
+/// A simulated access to `addr` (steps 1 to 3); the caller then performs the operation.
+#[inline(never)]
+pub(crate) fn simulated_access(cell: &RefCell<Engine>, addr: usize, kind: Kind) {
+    let mode = {
+        let e = cell.borrow();
+        if e.stopped {
+            return;
+        }
+        e.mode
+    };
+    match mode {
+        Mode::VirtualTime => {
+            sync(cell);
+            cell.borrow_mut().reserve(addr, kind);
+            sync(cell);
+        }
+        Mode::Randomized => {
+            cell.borrow_mut().reserve(addr, kind);
+            switch();
+        }
+    }
+}
+
+/// Runs `op` as a simulated access to `addr` if a simulation runs on this OS thread, or as is.
+#[inline(always)]
+pub(crate) fn access<R>(addr: usize, kind: Kind, op: impl FnOnce() -> R) -> R {
+    if let Some(cell) = context() {
+        simulated_access(cell, addr, kind);
+    }
+    op()
+}

@@ -1,0 +1,341 @@
+//! Running a closure on a simulated machine: virtual time ([`Simulation`]) or randomized
+//! schedules ([`check_random`], [`check_pct`], [`replay`]).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
+use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
+
+use crate::engine::{self, ContextGuard, Engine, Mode};
+use crate::machine::Machine;
+use crate::scheduler::{Randomized, VirtualTimeScheduler};
+
+/// The default stack of a simulated thread: enough for lock code in debug builds.
+const STACK_SIZE: usize = 256 * 1024;
+
+/// A virtual-time simulation of a machine: the configuration, and [`run`](Simulation::run).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::Ordering::SeqCst;
+/// use numa_sim::{Machine, Simulation, atomic::AtomicU64, thread};
+///
+/// let machine = Machine::by_name("x5-4").unwrap();
+/// let counter = Arc::new(AtomicU64::new(0));
+/// let c = counter.clone();
+/// let report = Simulation::new(machine).seed(7).run(move || {
+///     let workers: Vec<_> = numa_sim::placement(machine, 4)
+///         .unwrap()
+///         .into_iter()
+///         .map(|hw| {
+///             let c = c.clone();
+///             thread::spawn_on(hw, move || {
+///                 for _ in 0..10 {
+///                     c.fetch_add(1, SeqCst);
+///                 }
+///             })
+///         })
+///         .collect();
+///     workers.into_iter().for_each(|w| w.join());
+/// });
+/// assert_eq!(counter.load(SeqCst), 40);
+/// assert!(report.virtual_end_ns > 0);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    machine: &'static Machine,
+    seed: u64,
+    jitter: f64,
+    lookahead: bool,
+    stack_size: usize,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunReport {
+    /// The latest virtual time any simulated thread reached, ns.
+    pub virtual_end_ns: u64,
+    /// Scheduling decisions shuttle asked for (each costs about 16 bytes of schedule).
+    pub scheduling_decisions: u64,
+    /// Simulated memory accesses (atomic operations, touched lines).
+    pub simulated_accesses: u64,
+    /// Scheduling points skipped because the task was the earliest anyway.
+    pub lookahead_skips: u64,
+    /// Host time the run took.
+    pub host_time: Duration,
+}
+
+impl Simulation {
+    /// A simulation of `machine`: seed 0, jitter 0.05, lookahead on.
+    pub fn new(machine: &'static Machine) -> Self {
+        Simulation {
+            machine,
+            seed: 0,
+            jitter: 0.05,
+            lookahead: true,
+            stack_size: STACK_SIZE,
+        }
+    }
+
+    /// The seed of the jitter and of [`thread_seed`](crate::thread_seed).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Memory transfer costs are scaled by a factor drawn uniformly from
+    /// `[1 - jitter, 1 + jitter]` (deterministically from the seed, the thread and its
+    /// operation count): noise that breaks artificial lockstep between simulated threads. 0
+    /// disables it.
+    ///
+    /// # Panics
+    ///
+    /// Unless `0 <= jitter < 1`.
+    pub fn jitter(mut self, jitter: f64) -> Self {
+        assert!(
+            (0.0..1.0).contains(&jitter),
+            "numa_sim: jitter {jitter} out of range: allowed 0 <= jitter < 1"
+        );
+        self.jitter = jitter;
+        self
+    }
+
+    /// Skip scheduling points where the running thread is the earliest anyway (default on;
+    /// results are identical either way, only host time differs).
+    pub fn lookahead(mut self, on: bool) -> Self {
+        self.lookahead = on;
+        self
+    }
+
+    /// The stack size of each simulated thread, bytes (default 256 KiB).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Runs `f` once as the harness (an unpinned simulated thread whose accesses are free and
+    /// take no time), in virtual time. `f` spawns pinned threads with
+    /// [`thread::spawn_on`](crate::thread::spawn_on) and must join them all; results come back
+    /// through state it captures.
+    ///
+    /// # Panics
+    ///
+    /// If a simulated thread panics (with its message), or with a deadlock report if every
+    /// simulated thread ends up waiting for something nobody will do.
+    pub fn run<F>(&self, f: F) -> RunReport
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let engine = Rc::new(RefCell::new(Engine::new(
+            self.machine,
+            Mode::VirtualTime,
+            self.seed,
+            self.jitter,
+            self.lookahead,
+        )));
+        let _context = ContextGuard::install(engine.clone());
+        let (name, seed) = (self.machine.name, self.seed);
+        let _note = FailureNote(Box::new(move || {
+            format!("numa_sim: the simulation failed (machine {name}, seed {seed})")
+        }));
+        let mut config = Config::new();
+        config.stack_size = self.stack_size;
+        config.max_steps = MaxSteps::None;
+        config.failure_persistence = FailurePersistence::None;
+        let start = Instant::now();
+        Runner::new(VirtualTimeScheduler::new(engine.clone(), self.seed), config)
+            .run(move || harness_main(&f));
+        let host_time = start.elapsed();
+        let e = engine.borrow();
+        if let Some(failure) = e.failure.clone() {
+            drop(e);
+            panic!("{failure}");
+        }
+        RunReport {
+            virtual_end_ns: e.virtual_end() / 1000,
+            scheduling_decisions: e.counters.decisions,
+            simulated_accesses: e.counters.accesses,
+            lookahead_skips: e.counters.lookahead_skips,
+            host_time,
+        }
+    }
+}
+
+/// The harness task: runs `f`, then ends the simulation (every later operation is plain).
+fn harness_main(f: &impl Fn()) {
+    if let Some(cell) = engine::active() {
+        cell.borrow_mut().set_thread(shuttle::thread::current());
+    }
+    f();
+    if let Some(cell) = engine::context() {
+        let mut e = cell.borrow_mut();
+        let unfinished = e.unfinished();
+        if !unfinished.is_empty() && e.failure.is_none() {
+            e.failure = Some(format!(
+                "numa_sim: the simulation's closure returned while simulated threads (task ids \
+                 {unfinished:?}) were still running: join every thread spawned with spawn_on"
+            ));
+        }
+        e.stopped = true;
+    }
+}
+
+/// Prints a line when dropped during a panic.
+struct FailureNote(Box<dyn Fn() -> String>);
+
+impl Drop for FailureNote {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", (self.0)());
+        }
+    }
+}
+
+/// What a randomized check ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RandomReport {
+    /// Executions (schedules) run.
+    pub executions: usize,
+    /// Scheduling decisions over all executions.
+    pub scheduling_decisions: u64,
+    /// Simulated accesses over all executions.
+    pub simulated_accesses: u64,
+    /// Host time.
+    pub host_time: Duration,
+}
+
+/// Runs `f` under `iterations` random schedules (shuttle's `RandomScheduler`, seeded with
+/// `seed`): every simulated access is a scheduling point, chosen at random. Costs and clocks
+/// are still tracked, so time passes and deadlines expire, but they order nothing; spinners do
+/// not sleep, `pause` is a yield hint, and `futex_wait` really blocks, so shuttle detects
+/// deadlocks. A failing execution prints the seed and the schedule (pass it to [`replay`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::Ordering::SeqCst;
+/// use numa_sim::{Machine, atomic::AtomicU32, thread};
+///
+/// numa_sim::check_random(Machine::by_name("2s-generic").unwrap(), 1, 50, || {
+///     let n = Arc::new(AtomicU32::new(0));
+///     let ts: Vec<_> = (0..3)
+///         .map(|hw| {
+///             let n = n.clone();
+///             thread::spawn_on(hw, move || {
+///                 n.fetch_add(1, SeqCst);
+///             })
+///         })
+///         .collect();
+///     ts.into_iter().for_each(|t| t.join());
+///     assert_eq!(n.load(SeqCst), 3);
+/// });
+/// ```
+pub fn check_random<F>(
+    machine: &'static Machine,
+    seed: u64,
+    iterations: usize,
+    f: F,
+) -> RandomReport
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    run_randomized(
+        machine,
+        seed,
+        RandomScheduler::new_from_seed(seed, iterations),
+        format!("check_random (seed {seed})"),
+        f,
+    )
+}
+
+/// Like [`check_random`], under shuttle's PCT scheduler (priority-based, with `depth`
+/// priority change points per execution), which finds bugs that need a few specific
+/// preemptions far more often than uniform random choices.
+pub fn check_pct<F>(
+    machine: &'static Machine,
+    seed: u64,
+    iterations: usize,
+    depth: usize,
+    f: F,
+) -> RandomReport
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    run_randomized(
+        machine,
+        seed,
+        PctScheduler::new_from_seed(seed, depth, iterations),
+        format!("check_pct (seed {seed}, depth {depth})"),
+        f,
+    )
+}
+
+/// Replays one failing schedule printed by [`check_random`] or [`check_pct`] (the quoted text
+/// after "failing schedule:").
+pub fn replay<F>(machine: &'static Machine, schedule: &str, f: F) -> RandomReport
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    run_randomized(
+        machine,
+        0,
+        ReplayScheduler::new_from_encoded(schedule),
+        "replay".to_string(),
+        f,
+    )
+}
+
+fn run_randomized<S, F>(
+    machine: &'static Machine,
+    seed: u64,
+    scheduler: S,
+    what: String,
+    f: F,
+) -> RandomReport
+where
+    S: Scheduler + 'static,
+    F: Fn() + Send + Sync + 'static,
+{
+    let engine = Rc::new(RefCell::new(Engine::new(
+        machine,
+        Mode::Randomized,
+        seed,
+        0.0,
+        false,
+    )));
+    let _context = ContextGuard::install(engine.clone());
+    let executions = Rc::new(Cell::new(0));
+    let counted = executions.clone();
+    let ran = executions.clone();
+    let name = machine.name;
+    let _note = FailureNote(Box::new(move || {
+        format!(
+            "numa_sim: {what} failed on machine {name} in execution {} (its schedule is printed \
+             above as \"failing schedule\": pass it to numa_sim::replay)",
+            counted.get()
+        )
+    }));
+    let mut config = Config::new();
+    config.stack_size = STACK_SIZE;
+    config.failure_persistence = FailurePersistence::Print;
+    let scheduler = Randomized {
+        inner: scheduler,
+        engine: engine.clone(),
+        executions,
+    };
+    let start = Instant::now();
+    Runner::new(scheduler, config).run(move || harness_main(&f));
+    let host_time = start.elapsed();
+    let e = engine.borrow();
+    if let Some(failure) = e.failure.clone() {
+        drop(e);
+        panic!("{failure}");
+    }
+    RandomReport {
+        executions: ran.get(),
+        scheduling_decisions: e.counters.decisions,
+        simulated_accesses: e.counters.accesses,
+        host_time,
+    }
+}

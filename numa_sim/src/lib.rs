@@ -1,0 +1,348 @@
+//! A deterministic virtual-time simulator of multi-socket machines that runs real concurrent
+//! code unchanged, the way loom does.
+//!
+//! Code under test takes its atomics, thread-locals, spin hint, clock, futex and topology from
+//! this crate (usually through a `cfg` switch: `numa_locks` does it in `src/sync/` under
+//! `--cfg numa_sim`). Inside a simulation:
+//!
+//! - every atomic access is costed by a per-line coherence model of the machine ([`Machine`]:
+//!   latency classes SMT / L3 / node / socket / remote, memory, serialized transfers of a hot
+//!   line) and happens at its completion time in **virtual time**;
+//! - [shuttle](https://docs.rs/shuttle) runs the simulated threads one at a time, always the one
+//!   with the smallest virtual clock ([`Simulation`]), or at random ([`check_random`],
+//!   [`check_pct`]) to test for concurrency bugs;
+//! - a spin loop that keeps re-reading lines it holds is compressed into one sleep until a line
+//!   is written or its [`spin_deadline`] passes, so spinning is cheap to simulate;
+//! - [`futex_wait`] / [`futex_wake`] sleep and wake in virtual time with the machine's syscall
+//!   costs and wake-up latency; a state where everyone waits for ever is reported as a
+//!   deadlock / lost wake-up.
+//!
+//! Outside a simulation every function here is the plain platform operation, so code built
+//! against this crate also runs on real threads.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::Ordering::{Acquire, Release};
+//! use numa_sim::{Machine, Simulation, atomic::AtomicU32, thread};
+//!
+//! // One flag handed across sockets and back: two transfers each way (read miss, then the
+//! // upgrade that invalidates the other copy).
+//! let machine = Machine::by_name("x5-4").unwrap();
+//! let (a, b) = machine.pair_of_class(numa_sim::LatencyClass::OtherSocket).unwrap();
+//! let flag = Arc::new(AtomicU32::new(0));
+//! let f = flag.clone();
+//! let report = Simulation::new(machine).jitter(0.0).run(move || {
+//!     let f2 = f.clone();
+//!     let pong = thread::spawn_on(b, move || {
+//!         numa_sim::spin_deadline(u64::MAX); // a wait loop without a time bound
+//!         while f2.load(Acquire) != 1 {
+//!             numa_sim::pause();
+//!         }
+//!         f2.store(2, Release);
+//!     });
+//!     let ping = thread::spawn_on(a, {
+//!         let f = f.clone();
+//!         move || {
+//!             f.store(1, Release);
+//!             numa_sim::spin_deadline(u64::MAX);
+//!             while f.load(Acquire) != 2 {
+//!                 numa_sim::pause();
+//!             }
+//!         }
+//!     });
+//!     ping.join();
+//!     pong.join();
+//! });
+//! assert!(report.virtual_end_ns > 4 * machine.costs.other_socket / 1000);
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod atomic;
+mod cache;
+mod engine;
+mod harness;
+mod host;
+mod local;
+mod machine;
+mod scheduler;
+pub mod thread;
+
+pub use harness::{RandomReport, RunReport, Simulation, check_pct, check_random, replay};
+pub use local::{AccessError, LocalKey};
+pub use machine::{
+    Costs, LatencyClass, MAX_HW_THREADS, Machine, Place, Ps, TooManyThreads, UnknownMachine,
+    placement,
+};
+
+use engine::{Kind, Mode};
+use shuttle_engine::runtime::thread::switch;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use shuttle;
+}
+
+/// One iteration of a busy-wait loop: the spin-loop hint (`pause` on x86, `yield` on Arm).
+///
+/// In a virtual-time simulation it costs the machine's `pause`. If every operation since the
+/// previous `pause` was a load that hit the caller's cache (and at least one line was read),
+/// the next iteration would read the same values and do the same thing. If the loop declared
+/// its time bound with [`spin_deadline`], the thread then **sleeps** until another thread
+/// writes one of those lines (it resumes at that write's completion time and re-runs its loop)
+/// or until the deadline, whichever comes first: one simulated step instead of thousands.
+/// Otherwise (no declaration, a deadline that has passed, or one made before the thread's last
+/// write to memory) the iterations run as written, so a loop bounded by an iteration count or
+/// by a clock it reads itself ends exactly where it would.
+///
+/// In randomized mode it is a yield hint to shuttle's scheduler; outside a simulation,
+/// `std::hint::spin_loop()`.
+pub fn pause() {
+    let Some(cell) = engine::active() else {
+        std::hint::spin_loop();
+        return;
+    };
+    let mode = cell.borrow().mode;
+    match mode {
+        Mode::VirtualTime => {
+            let decision = cell.borrow_mut().pause();
+            match decision {
+                engine::Pause::Go => {}
+                engine::Pause::Sleep => {
+                    switch();
+                    cell.borrow_mut().end_spin_sleep();
+                }
+                engine::Pause::Runaway(message) => panic!("{message}"),
+            }
+        }
+        Mode::Randomized => {
+            {
+                let mut e = cell.borrow_mut();
+                let cost = e.machine().costs.pause;
+                e.charge(cost);
+            }
+            shuttle::thread::yield_now();
+        }
+    }
+}
+
+/// `sched_yield`: costs the machine's `yield` and is a scheduling point.
+pub fn yield_now() {
+    let Some(cell) = engine::active() else {
+        std::thread::yield_now();
+        return;
+    };
+    let mode = {
+        let mut e = cell.borrow_mut();
+        let cost = e.machine().costs.yield_;
+        e.charge(cost);
+        e.mode
+    };
+    match mode {
+        Mode::VirtualTime => engine::sync(cell),
+        Mode::Randomized => shuttle::thread::yield_now(),
+    }
+}
+
+/// The calling simulated thread's virtual clock, ns (it costs the machine's `clock_read`).
+/// Outside a simulation, monotonic nanoseconds since the first call.
+pub fn now_ns() -> u64 {
+    match engine::active() {
+        Some(cell) => cell.borrow_mut().now_ns(),
+        None => host::now_ns(),
+    }
+}
+
+/// "The spin loop I am starting waits for what it reads to change, and gives up at
+/// `deadline_ns`" (on the [`now_ns`] clock; `u64::MAX`: never). Lets [`pause`] compress the
+/// loop into sleeps. Free, and a no-op outside virtual-time simulations.
+///
+/// Call it at the start of each wait loop (numa_locks does, when it makes a spin budget). The
+/// declaration covers the loop until the deadline passes, until the next declaration, or until
+/// the thread writes to memory (a store or read-modify-write, a failed CAS included): a write
+/// means the thread has left that loop, or changes what the loop is waiting for. A loop that
+/// has no deadline but waits only for a change (a test-and-test-and-set spin, say) declares
+/// `u64::MAX`.
+///
+/// ```
+/// use std::sync::atomic::Ordering::Acquire;
+///
+/// fn wait_until_set(flag: &numa_sim::atomic::AtomicBool) {
+///     numa_sim::spin_deadline(u64::MAX);
+///     while !flag.load(Acquire) {
+///         numa_sim::pause();
+///     }
+/// }
+/// wait_until_set(&numa_sim::atomic::AtomicBool::new(true));
+/// ```
+pub fn spin_deadline(deadline_ns: u64) {
+    if let Some(cell) = engine::active() {
+        let mut e = cell.borrow_mut();
+        if e.mode == Mode::VirtualTime {
+            e.spin_deadline(deadline_ns);
+        }
+    }
+}
+
+/// Sleeps while `*word == expected` (checked atomically with going to sleep), until a
+/// [`futex_wake`] on `word` or, if given, until the clock passes `deadline_ns`. May return
+/// spuriously.
+///
+/// Simulated: it costs the machine's `futex_wait`, then loads `word` (a simulated access); if
+/// the value is still `expected` the thread parks (FIFO per address) until woken (it then runs
+/// `wake_latency` after the wake) or until its deadline.
+pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u64>) {
+    let Some(cell) = engine::active() else {
+        host::futex_wait(word, expected, deadline_ns);
+        return;
+    };
+    let addr = word as *const atomic::AtomicU32 as usize;
+    let mode = {
+        let mut e = cell.borrow_mut();
+        let cost = e.machine().costs.futex_wait;
+        e.charge(cost);
+        e.mode
+    };
+    if word.load(std::sync::atomic::Ordering::SeqCst) != expected {
+        return;
+    }
+    // No scheduling point since the load was performed: the check and the park are atomic.
+    match mode {
+        Mode::VirtualTime => {
+            {
+                let mut e = cell.borrow_mut();
+                if e.stopped {
+                    return;
+                }
+                e.park(addr, deadline_ns);
+            }
+            switch();
+            cell.borrow_mut().unpark_self(addr);
+        }
+        Mode::Randomized => {
+            cell.borrow_mut().park(addr, deadline_ns);
+            if deadline_ns.is_some() {
+                // A timed wait: one scheduling point, then back with the clock at the deadline
+                // unless someone woke us.
+                switch();
+                cell.borrow_mut().unpark_self(addr);
+                return;
+            }
+            while !cell.borrow().woken() {
+                shuttle::thread::park();
+            }
+            cell.borrow_mut().unpark_self(addr);
+        }
+    }
+}
+
+/// Wakes up to `count` threads sleeping in [`futex_wait`] on `word` (oldest first). The
+/// address is not dereferenced. Simulated: the waker pays the machine's `futex_wake`; each
+/// woken thread runs `wake_latency` after the wake.
+pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
+    let Some(cell) = engine::active() else {
+        host::futex_wake(word);
+        return;
+    };
+    let mode = cell.borrow().mode;
+    if mode == Mode::VirtualTime {
+        // The wake is an effect at the waker's time: be the earliest task first.
+        engine::sync(cell);
+    }
+    let woken = cell.borrow_mut().futex_wake(word as usize, count);
+    if mode == Mode::Randomized {
+        for thread in woken {
+            thread.unpark();
+        }
+    }
+}
+
+/// Whether the caller runs inside a simulation (as a simulated thread or the harness) that has
+/// not ended.
+///
+/// For code that keeps process-wide state which simulations running at the same time on other
+/// OS threads must not share (numa_locks' queue-node free list, for example): such state can be
+/// kept per OS thread while this is `true`, because a simulation runs entirely on the OS thread
+/// that started it.
+pub fn in_simulation() -> bool {
+    engine::active().is_some()
+}
+
+/// The NUMA node of the hardware thread the calling simulated thread is pinned to (0 for the
+/// harness, and outside a simulation).
+pub fn current_node() -> usize {
+    match engine::context() {
+        Some(cell) => {
+            let e = cell.borrow();
+            e.tasks[e.current]
+                .hw
+                .map_or(0, |hw| e.machine().node_of(hw))
+        }
+        None => 0,
+    }
+}
+
+/// The simulated machine's NUMA node count (1 outside a simulation).
+pub fn node_count() -> usize {
+    match engine::context() {
+        Some(cell) => cell.borrow().machine().node_count(),
+        None => 1,
+    }
+}
+
+/// The hardware thread the calling simulated thread is pinned to (`None` for the harness and
+/// outside a simulation).
+pub fn current_hw_thread() -> Option<usize> {
+    let cell = engine::context()?;
+    let e = cell.borrow();
+    e.tasks[e.current].hw
+}
+
+/// A seed for the calling thread's pseudo-random choices: derived from the simulation's seed
+/// and the simulated thread, so runs repeat exactly; never 0. Outside a simulation, a value
+/// that differs between OS threads.
+pub fn thread_seed() -> u64 {
+    match engine::context() {
+        Some(cell) => cell.borrow().thread_seed(),
+        None => host::thread_seed(),
+    }
+}
+
+/// Models the writes of a critical section to the lines holding `addrs` (the protected data):
+/// one write per line, all issued together, so independent misses overlap as in an
+/// out-of-order core; the caller's clock becomes the latest completion. The memory itself is
+/// not touched. A no-op outside a simulation.
+pub fn touch(addrs: &[*const u8]) {
+    touch_batch(addrs, Kind::Store);
+}
+
+/// Like [`touch`], with reads.
+pub fn touch_read(addrs: &[*const u8]) {
+    touch_batch(addrs, Kind::Load);
+}
+
+fn touch_batch(addrs: &[*const u8], kind: Kind) {
+    let Some(cell) = engine::active() else {
+        return;
+    };
+    let mode = cell.borrow().mode;
+    match mode {
+        Mode::VirtualTime => {
+            engine::sync(cell);
+            cell.borrow_mut().reserve_batch(addrs, kind);
+            engine::sync(cell);
+        }
+        Mode::Randomized => {
+            cell.borrow_mut().reserve_batch(addrs, kind);
+            switch();
+        }
+    }
+}
+
+/// Local computation: advances the caller's clock by `ns` (no memory traffic). A no-op outside
+/// a simulation.
+pub fn work(ns: u64) {
+    if let Some(cell) = engine::active() {
+        cell.borrow_mut().charge(ns.saturating_mul(1000));
+    }
+}

@@ -1,0 +1,646 @@
+//! Simulated machines: the topology (sockets → NUMA nodes → L3 domains → cores → hardware
+//! threads), the latency table and the presets.
+//!
+//! Hardware threads are numbered `0..hw_threads()` in topology order: socket-major, then node,
+//! then L3 domain, then core, with the SMT siblings of a core adjacent:
+//! `hw = ((((socket * N + node) * L + l3) * C + core) * T + thread)`. This is the simulator's own
+//! numbering, not Linux's (which usually numbers siblings `cpu` and `cpu + cores`).
+
+use std::fmt;
+
+/// Picoseconds: the simulator's unit of time. Sub-nanosecond costs (an L1 hit is about 1.5 ns)
+/// add up exactly.
+pub type Ps = u64;
+
+/// `x` nanoseconds in picoseconds (for the preset tables).
+const fn ns(x: f64) -> Ps {
+    (x * 1000.0) as Ps
+}
+
+/// The most hardware threads a machine may have (the size of the simulator's sharer sets).
+pub const MAX_HW_THREADS: usize = 256;
+
+/// The costs of a machine, in picoseconds.
+///
+/// Transfer latencies are one-way costs of moving one 64-byte line between two hardware
+/// threads, by how far apart they are (the classes of [`LatencyClass`]): what a core-to-core
+/// latency benchmark reports as "one-way" (half a CAS ping-pong round trip).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Costs {
+    /// Between the SMT siblings of one core.
+    pub smt: Ps,
+    /// Between two cores that share an L3 (a CCX, or the whole socket on Intel parts).
+    pub same_l3: Ps,
+    /// Between two cores of one NUMA node that do not share an L3.
+    pub same_node: Ps,
+    /// Between two NUMA nodes of one socket.
+    pub same_socket: Ps,
+    /// Between two sockets.
+    pub other_socket: Ps,
+    /// If set, a transfer between two L3 domains of one socket costs at least this much when
+    /// the line's memory is on another socket: the request goes through the home node's
+    /// directory (measured on AMD EPYC, where such transfers cost about as much as crossing
+    /// sockets).
+    pub remote_home_same_socket: Option<Ps>,
+    /// A load that hits the caller's cache (and a plain store to a line it owns).
+    pub l1_hit: Ps,
+    /// A locked read-modify-write (swap, CAS, fetch_*) on a line the caller owns.
+    pub rmw_hit: Ps,
+    /// Fetching a line from the caller's own node's memory.
+    pub dram_local: Ps,
+    /// Fetching a line from the memory of another node of the same socket.
+    pub dram_remote: Ps,
+    /// Fetching a line from the memory of a node on another socket.
+    pub dram_other_socket: Ps,
+    /// One spin-loop hint (`pause` on x86, `yield` on Arm).
+    pub pause: Ps,
+    /// Reading the monotonic clock (vDSO `clock_gettime`).
+    pub clock_read: Ps,
+    /// `sched_yield` with nothing else to run.
+    pub yield_: Ps,
+    /// The system-call cost of going to sleep in `futex_wait`.
+    pub futex_wait: Ps,
+    /// The waker's system-call cost of `futex_wake` (when it wakes someone).
+    pub futex_wake: Ps,
+    /// From a wake until the woken thread runs.
+    pub wake_latency: Ps,
+}
+
+/// How far apart two hardware threads are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LatencyClass {
+    /// The same hardware thread.
+    Same,
+    /// SMT siblings of one core.
+    Smt,
+    /// Two cores sharing an L3.
+    SameL3,
+    /// Two cores of one NUMA node, different L3 domains.
+    SameNode,
+    /// Two NUMA nodes of one socket.
+    SameSocket,
+    /// Two sockets.
+    OtherSocket,
+}
+
+impl LatencyClass {
+    /// Every class but [`LatencyClass::Same`], nearest first.
+    pub const TRANSFERS: [LatencyClass; 5] = [
+        LatencyClass::Smt,
+        LatencyClass::SameL3,
+        LatencyClass::SameNode,
+        LatencyClass::SameSocket,
+        LatencyClass::OtherSocket,
+    ];
+}
+
+/// A simulated machine: a topology and its costs.
+///
+/// ```
+/// use numa_sim::Machine;
+///
+/// let m = Machine::by_name("x5-4").unwrap();
+/// assert_eq!(m.hw_threads(), 144);
+/// assert_eq!(m.node_count(), 4);
+/// assert!(Machine::by_name("nope").unwrap_err().to_string().contains("x5-4"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    /// The preset's name, as `by_name` takes it.
+    pub name: &'static str,
+    /// The processor it models.
+    pub cpu: &'static str,
+    /// Sockets.
+    pub sockets: usize,
+    /// NUMA nodes per socket.
+    pub nodes_per_socket: usize,
+    /// L3 domains (CCX, die cluster) per node.
+    pub l3_per_node: usize,
+    /// Cores per L3 domain.
+    pub cores_per_l3: usize,
+    /// Hardware threads per core (1 without SMT).
+    pub threads_per_core: usize,
+    /// The costs.
+    pub costs: Costs,
+}
+
+/// Where a hardware thread sits, as global indices (`core` counts cores machine-wide, etc.).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// Socket index.
+    pub socket: usize,
+    /// NUMA node index, machine-wide.
+    pub node: usize,
+    /// L3 domain index, machine-wide.
+    pub l3: usize,
+    /// Core index, machine-wide.
+    pub core: usize,
+    /// SMT thread index within the core.
+    pub smt: usize,
+}
+
+impl Machine {
+    /// Every preset.
+    pub fn presets() -> &'static [&'static Machine] {
+        &PRESETS
+    }
+
+    /// The preset called `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`UnknownMachine`], which names the value and lists the presets.
+    pub fn by_name(name: &str) -> Result<&'static Machine, UnknownMachine> {
+        PRESETS
+            .iter()
+            .find(|m| m.name == name)
+            .copied()
+            .ok_or_else(|| UnknownMachine {
+                name: name.to_string(),
+            })
+    }
+
+    /// One line: name, shape and the main latencies (for `--machine list`).
+    pub fn describe(&self) -> String {
+        let c = &self.costs;
+        format!(
+            "{:<11} {}: {} sockets x {} nodes x {} L3 x {} cores x {} threads = {} hw threads; \
+             transfer smt/l3/node/socket/remote {}/{}/{}/{}/{} ns",
+            self.name,
+            self.cpu,
+            self.sockets,
+            self.nodes_per_socket,
+            self.l3_per_node,
+            self.cores_per_l3,
+            self.threads_per_core,
+            self.hw_threads(),
+            c.smt as f64 / 1000.0,
+            c.same_l3 as f64 / 1000.0,
+            c.same_node as f64 / 1000.0,
+            c.same_socket as f64 / 1000.0,
+            c.other_socket as f64 / 1000.0,
+        )
+    }
+
+    /// Hardware threads in all.
+    pub fn hw_threads(&self) -> usize {
+        self.cores() * self.threads_per_core
+    }
+
+    /// Physical cores in all.
+    pub fn cores(&self) -> usize {
+        self.sockets * self.nodes_per_socket * self.l3_per_node * self.cores_per_l3
+    }
+
+    /// NUMA nodes in all.
+    pub fn node_count(&self) -> usize {
+        self.sockets * self.nodes_per_socket
+    }
+
+    /// Where hardware thread `hw` sits.
+    ///
+    /// # Panics
+    ///
+    /// If `hw >= self.hw_threads()`.
+    pub fn place(&self, hw: usize) -> Place {
+        assert!(
+            hw < self.hw_threads(),
+            "hardware thread {hw} does not exist on {} ({} hardware threads)",
+            self.name,
+            self.hw_threads()
+        );
+        let smt = hw % self.threads_per_core;
+        let core = hw / self.threads_per_core;
+        let l3 = core / self.cores_per_l3;
+        let node = l3 / self.l3_per_node;
+        let socket = node / self.nodes_per_socket;
+        Place {
+            socket,
+            node,
+            l3,
+            core,
+            smt,
+        }
+    }
+
+    /// The NUMA node of hardware thread `hw`.
+    pub fn node_of(&self, hw: usize) -> usize {
+        self.place(hw).node
+    }
+
+    /// How far apart hardware threads `a` and `b` are.
+    pub fn class(&self, a: usize, b: usize) -> LatencyClass {
+        class_of(&self.place(a), &self.place(b))
+    }
+
+    /// The one-way cost of moving a line between hardware threads of class `class`.
+    pub fn transfer(&self, class: LatencyClass) -> Ps {
+        let c = &self.costs;
+        match class {
+            LatencyClass::Same => 0,
+            LatencyClass::Smt => c.smt,
+            LatencyClass::SameL3 => c.same_l3,
+            LatencyClass::SameNode => c.same_node,
+            LatencyClass::SameSocket => c.same_socket,
+            LatencyClass::OtherSocket => c.other_socket,
+        }
+    }
+
+    /// A pair of hardware threads `(0, b)` of class `class`, if the machine has one (no SMT
+    /// pair without SMT, no same-socket pair with one node per socket, ...).
+    pub fn pair_of_class(&self, class: LatencyClass) -> Option<(usize, usize)> {
+        (0..self.hw_threads())
+            .find(|&b| self.class(0, b) == class)
+            .map(|b| (0, b))
+    }
+}
+
+pub(crate) fn class_of(a: &Place, b: &Place) -> LatencyClass {
+    if a.core == b.core {
+        if a.smt == b.smt {
+            LatencyClass::Same
+        } else {
+            LatencyClass::Smt
+        }
+    } else if a.l3 == b.l3 {
+        LatencyClass::SameL3
+    } else if a.node == b.node {
+        LatencyClass::SameNode
+    } else if a.socket == b.socket {
+        LatencyClass::SameSocket
+    } else {
+        LatencyClass::OtherSocket
+    }
+}
+
+/// An unknown machine name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownMachine {
+    /// The name that was asked for.
+    pub name: String,
+}
+
+impl fmt::Display for UnknownMachine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = PRESETS.iter().map(|m| m.name).collect();
+        write!(
+            f,
+            "unknown machine {:?}: allowed {}",
+            self.name,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownMachine {}
+
+/// More threads than the machine has hardware threads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooManyThreads {
+    /// The machine's name.
+    pub machine: &'static str,
+    /// Threads asked for.
+    pub threads: usize,
+    /// Hardware threads the machine has.
+    pub hw_threads: usize,
+}
+
+impl fmt::Display for TooManyThreads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} threads do not fit on {}, which has {} hardware threads (one simulated thread per \
+             hardware thread)",
+            self.threads, self.machine, self.hw_threads
+        )
+    }
+}
+
+impl std::error::Error for TooManyThreads {}
+
+/// Where `threads` runnable threads go on `machine` under the "spread" policy that Linux's
+/// scheduler approximates: over sockets first, then over the nodes of a socket, then the L3
+/// domains of a node, then the cores of an L3 domain; SMT siblings only once every core has a
+/// thread. Returns one hardware thread per thread.
+///
+/// ```
+/// let m = numa_sim::Machine::by_name("x5-4").unwrap();
+/// let hw = numa_sim::placement(m, 16).unwrap();
+/// for socket in 0..4 {
+///     assert_eq!(hw.iter().filter(|&&h| m.place(h).socket == socket).count(), 4);
+/// }
+/// assert!(numa_sim::placement(m, 145).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`TooManyThreads`] when `threads > machine.hw_threads()`.
+pub fn placement(machine: &Machine, threads: usize) -> Result<Vec<usize>, TooManyThreads> {
+    if threads > machine.hw_threads() {
+        return Err(TooManyThreads {
+            machine: machine.name,
+            threads,
+            hw_threads: machine.hw_threads(),
+        });
+    }
+    let m = machine;
+    let mut order: Vec<(usize, usize, usize, usize, usize, usize)> = (0..m.hw_threads())
+        .map(|hw| {
+            let p = m.place(hw);
+            let node_in_socket = p.node % m.nodes_per_socket;
+            let l3_in_node = p.l3 % m.l3_per_node;
+            let core_in_l3 = p.core % m.cores_per_l3;
+            // Sort key: SMT thread, then core within its L3, L3 within its node, node within its
+            // socket, socket. Consecutive threads thus go to different sockets first.
+            (p.smt, core_in_l3, l3_in_node, node_in_socket, p.socket, hw)
+        })
+        .collect();
+    order.sort_unstable();
+    Ok(order.into_iter().take(threads).map(|k| k.5).collect())
+}
+
+/// The presets: public statics, each documented with the sources of its numbers.
+///
+/// Every number comes from `notes/presets_research.md` (the project's research notes, which
+/// quote each source). Marks: **APPROX** = measured on a close relative of the CPU (same core
+/// family); **EST** = derived, no direct measurement published; **UNVERIFIED** = recalled from
+/// a source that could not be opened (check before relying on it). Unmarked values are direct
+/// measurements of the CPU named. Nothing here was fitted to lock benchmark results.
+pub mod presets {
+    use super::{Costs, Machine, ns};
+
+    /// Oracle X5-4: 4 × Intel Xeon E7-8895 v3 (Haswell-EX, 18 cores, 2 threads, 2.6 GHz), one
+    /// NUMA node and one L3 per socket, QPI fully connected (Brickland 4S platform: 3 QPI links
+    /// per socket; assumed 1 hop for every pair). The machine of the CNA series (Dice & Kogan,
+    /// EuroSys 2019; LKML "[PATCH v13 0/6] Add NUMA-awareness to qspinlock").
+    ///
+    /// No c2c or memory latency has been published for Haswell-EX: the transfer and DRAM
+    /// figures are Haswell-EP / Broadwell-EP measurements (same core and ring L3), **APPROX**:
+    /// - SMT 8 ns: nviennot/core-to-core-latency CSVs, E5-2695 v4 / E5-2680 v4 medians 7.6–8.3;
+    /// - same socket 45 ns: same CSVs (medians 43.5, 45.2), Intel MLC HITM on E5-2699 v3
+    ///   (47.0 ns, FD.io csit calibration);
+    /// - other socket 120 ns: core-to-core-latency E5-2695 v4 cross-socket median 118,
+    ///   E5-2680 v4 127.5;
+    /// - DRAM 100 / 135 ns: MLC idle latency on E5-2699 v3 (FD.io) and E5-2680 v3 (KU Leuven);
+    ///   probably higher on EX (SMI2 memory buffers), unsourced.
+    ///
+    /// Core: L1 hit 4 cycles (7-cpu.com Haswell) = 1.5 ns; `pause` about 10 cycles before
+    /// Skylake (Intel Optimization Reference Manual, "Pause Latency in Skylake") = 3.8 ns;
+    /// locked RMW on an owned line ~20 cycles = 7.7 ns (**UNVERIFIED**, Agner Fog).
+    /// OS: vDSO clock read 20 ns (**EST**, 12–23 ns measured on recent x86, perf-book #84);
+    /// `sched_yield` 300 ns (**EST**, 0.1–0.5 µs); futex sleep 1.5 µs (**EST** from pinned
+    /// context-switch costs of 1.2–1.5 µs, Bendersky 2018), waker's futex_wake 1 µs (**EST**,
+    /// 0.5–2 µs), wake-up latency 5 µs (**EST**, cross-core wake plus switch 5–9 µs measured on
+    /// Kunpeng 920 with lmbench lat_pipe; no C-state exit).
+    pub static X5_4: Machine = Machine {
+        name: "x5-4",
+        cpu: "4x Xeon E7-8895 v3 (Haswell-EX)",
+        sockets: 4,
+        nodes_per_socket: 1,
+        l3_per_node: 1,
+        cores_per_l3: 18,
+        threads_per_core: 2,
+        costs: Costs {
+            smt: ns(8.0),
+            same_l3: ns(45.0),
+            same_node: ns(45.0),
+            same_socket: ns(45.0),
+            other_socket: ns(120.0),
+            remote_home_same_socket: None,
+            l1_hit: ns(1.5),
+            rmw_hit: ns(7.7),
+            dram_local: ns(100.0),
+            dram_remote: ns(135.0),
+            dram_other_socket: ns(135.0),
+            pause: ns(3.8),
+            clock_read: ns(20.0),
+            yield_: ns(300.0),
+            futex_wait: ns(1500.0),
+            futex_wake: ns(1000.0),
+            wake_latency: ns(5000.0),
+        },
+    };
+
+    /// Huawei Kunpeng 920 (TaiShan v110, 2.6 GHz), 2 sockets × 2 dies × 24 cores, no SMT: 96
+    /// cores, 4 NUMA nodes (one per die). The machine of the HQ-spinlock RFC ("96 cores (no
+    /// MT), 2 sockets, 4 NUMA nodes"). The simulator's L3 level is the 4-core cluster (CCL):
+    /// the cores of a CCL share an L3 tag array (the L3 data is shared by the die), no L2
+    /// (openeuler wayca-scheduler `tools/kp920.2P.6CCL`; Chips and Cheese, "Huawei's Kunpeng
+    /// 920 and TaiShan v110", 2025).
+    ///
+    /// Transfers: nviennot/core-to-core-latency, "HiSilicon Kunpeng 920-6426" (one socket, same
+    /// die family): same CCL 34 ns, same die 36 ns, other die 80 ns (medians); other socket
+    /// 115 ns **EST** (no published figure: from the wayca pipe-latency sheet, the cross-socket
+    /// increment is about 1.75 × the cross-die one).
+    /// Memory: local 96 ns (**APPROX**, Chips and Cheese, 24-core SoC); other die 115 ns and
+    /// other socket 210 ns **EST** (from the ACPI NUMA distances 10 / 12 / 22).
+    /// Core: L1 hit 4 cycles = 1.5 ns (Chips and Cheese; LLVM TSV110 model). Spin hint 15 ns
+    /// **EST**: Rust's `spin_loop()` emits `ISB SY` on aarch64 (rust-lang/rust #84725), 30–50
+    /// cycles according to Arm and AWS engineers, not measured on TSV110 (the kernel's
+    /// `cpu_relax()` is a `yield`, about 1 cycle). Locked RMW on an owned line 15 cycles =
+    /// 5.8 ns (**EST**, 10–20 cycles, a free parameter).
+    /// OS: clock read 20 ns, `sched_yield` 300 ns, futex sleep 1.5 µs, futex_wake 1 µs (all
+    /// **EST**, as for x5-4); wake-up latency 6 µs (**EST**: lat_pipe round trips of 10–18 µs
+    /// for two wakes, pipe overhead included, wayca-scheduler `log.pipe-latency`).
+    pub static KUNPENG920: Machine = Machine {
+        name: "kunpeng920",
+        cpu: "2x Kunpeng 920 (TaiShan v110, 48 cores)",
+        sockets: 2,
+        nodes_per_socket: 2,
+        l3_per_node: 6,
+        cores_per_l3: 4,
+        threads_per_core: 1,
+        costs: Costs {
+            smt: ns(34.0), // no SMT: never used
+            same_l3: ns(34.0),
+            same_node: ns(36.0),
+            same_socket: ns(80.0),
+            other_socket: ns(115.0),
+            remote_home_same_socket: None,
+            l1_hit: ns(1.5),
+            rmw_hit: ns(5.8),
+            dram_local: ns(96.0),
+            dram_remote: ns(115.0),
+            dram_other_socket: ns(210.0),
+            pause: ns(15.0),
+            clock_read: ns(20.0),
+            yield_: ns(300.0),
+            futex_wait: ns(1500.0),
+            futex_wake: ns(1000.0),
+            wake_latency: ns(6000.0),
+        },
+    };
+
+    /// 2 × AMD EPYC 7R13 (Zen 3 "Milan", AWS c6a.metal): 2 sockets × 6 CCXs × 8 cores × 2
+    /// threads, NPS1 (one NUMA node per socket), one L3 per CCX. Chosen because it is the only
+    /// dual-socket Milan with a complete published core-to-core matrix (the 7763 has the same
+    /// CCD and IO die, and similar published results).
+    ///
+    /// Transfers (nviennot/core-to-core-latency, "AMD EPYC 7R13" CSV and README): SMT 9.8 ns,
+    /// same CCX 23 ns, other CCX of the same socket 108 ns when the line's memory is on that
+    /// socket, and 200 ns (186–207) when it is on the other socket (the same CSV, socket 1;
+    /// core-to-core-latency issue #97), other socket 197 ns.
+    /// Core: L1 hit 4 cycles = 1.2 ns (7-cpu.com Zen 3); `pause` about 64 cycles = 20 ns
+    /// (**UNVERIFIED** for Zen 3: 64 cycles documented for Zen 4, 40–65 seen); locked RMW on
+    /// an owned line ~8 cycles = 2.5 ns (**UNVERIFIED**, Agner Fog).
+    /// Memory: local 115 ns, remote 195 ns (**EST**, no published idle latency found).
+    /// OS: clock read 20 ns (EPYC 9274F, perf-book #84); `sched_yield` 300 ns, futex sleep
+    /// 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
+    pub static EPYC_2S: Machine = Machine {
+        name: "epyc-2s",
+        cpu: "2x EPYC 7R13 (Zen 3 Milan, 48 cores), NPS1",
+        sockets: 2,
+        nodes_per_socket: 1,
+        l3_per_node: 6,
+        cores_per_l3: 8,
+        threads_per_core: 2,
+        costs: Costs {
+            smt: ns(9.8),
+            same_l3: ns(23.0),
+            same_node: ns(108.0),
+            same_socket: ns(108.0),
+            other_socket: ns(197.0),
+            remote_home_same_socket: Some(ns(200.0)),
+            l1_hit: ns(1.2),
+            rmw_hit: ns(2.5),
+            dram_local: ns(115.0),
+            dram_remote: ns(195.0),
+            dram_other_socket: ns(195.0),
+            pause: ns(20.0),
+            clock_read: ns(20.0),
+            yield_: ns(300.0),
+            futex_wait: ns(1500.0),
+            futex_wake: ns(1000.0),
+            wake_latency: ns(5000.0),
+        },
+    };
+
+    /// A generic 2-socket Intel server: 2 × Xeon Gold 6242 (Cascade Lake-SP, 16 cores, 2
+    /// threads, 2.8 GHz), one node and one (mesh) L3 per socket, SNC off.
+    ///
+    /// Transfers (nviennot/core-to-core-latency, "Dual Intel Xeon Gold 6242"): SMT 7.4 ns, same
+    /// socket 48 ns (MLC HITM 48.8–55.6 on Gold 6240 and Platinum 8280 agree), other socket
+    /// 141 ns.
+    /// Memory: Intel MLC idle latency on 2 × Gold 6240 (KU Leuven) and 2 × Platinum 8280
+    /// (FD.io): local 81 ns, remote 135 ns.
+    /// Core: L1 hit 4–5 cycles = 1.6 ns (7-cpu.com Skylake-X); `pause` "as many as 140 cycles"
+    /// since Skylake (Intel Optimization Reference Manual), 43 ns measured on Skylake-X
+    /// (rocksdb #4086); locked RMW on an owned line ~20 cycles = 6 ns (**UNVERIFIED**; 5.8 ns
+    /// measured on Coffee Lake, portable-atomic #156).
+    /// OS: clock read 23 ns (Xeon Gold 5318Y, perf-book #84); `sched_yield` 300 ns, futex sleep
+    /// 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
+    pub static GENERIC_2S: Machine = Machine {
+        name: "2s-generic",
+        cpu: "2x Xeon Gold 6242 (Cascade Lake-SP, 16 cores)",
+        sockets: 2,
+        nodes_per_socket: 1,
+        l3_per_node: 1,
+        cores_per_l3: 16,
+        threads_per_core: 2,
+        costs: Costs {
+            smt: ns(7.4),
+            same_l3: ns(48.0),
+            same_node: ns(48.0),
+            same_socket: ns(48.0),
+            other_socket: ns(141.0),
+            remote_home_same_socket: None,
+            l1_hit: ns(1.6),
+            rmw_hit: ns(6.0),
+            dram_local: ns(81.0),
+            dram_remote: ns(135.0),
+            dram_other_socket: ns(135.0),
+            pause: ns(43.0),
+            clock_read: ns(23.0),
+            yield_: ns(300.0),
+            futex_wait: ns(1500.0),
+            futex_wake: ns(1000.0),
+            wake_latency: ns(5000.0),
+        },
+    };
+}
+
+static PRESETS: [&Machine; 4] = [
+    &presets::X5_4,
+    &presets::KUNPENG920,
+    &presets::EPYC_2S,
+    &presets::GENERIC_2S,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_fit_and_are_named_uniquely() {
+        for (i, m) in Machine::presets().iter().enumerate() {
+            assert!(m.hw_threads() <= MAX_HW_THREADS, "{}", m.name);
+            assert!(u16::try_from(m.node_count()).is_ok());
+            assert_eq!(Machine::by_name(m.name).unwrap(), *m);
+            assert!(Machine::presets()[..i].iter().all(|o| o.name != m.name));
+            let c = &m.costs;
+            for v in [
+                c.l1_hit,
+                c.rmw_hit,
+                c.pause,
+                c.clock_read,
+                c.yield_,
+                c.futex_wait,
+            ] {
+                assert!(v > 0, "{}: every cost must be positive", m.name);
+            }
+            for class in LatencyClass::TRANSFERS {
+                assert!(m.transfer(class) > 0, "{} {class:?}", m.name);
+            }
+            assert!(m.describe().starts_with(m.name));
+        }
+    }
+
+    #[test]
+    fn unknown_machine_names_value_and_presets() {
+        let err = Machine::by_name("x5-8").unwrap_err().to_string();
+        assert!(err.contains("\"x5-8\""), "{err}");
+        for m in Machine::presets() {
+            assert!(err.contains(m.name), "{err}");
+        }
+    }
+
+    #[test]
+    fn classes() {
+        let m = Machine::by_name("epyc-2s").unwrap();
+        assert_eq!(m.class(0, 0), LatencyClass::Same);
+        assert_eq!(m.class(0, 1), LatencyClass::Smt);
+        assert_eq!(m.class(0, 2), LatencyClass::SameL3);
+        assert_eq!(m.class(0, 16), LatencyClass::SameNode);
+        assert_eq!(m.class(0, 96), LatencyClass::OtherSocket);
+        let k = Machine::by_name("kunpeng920").unwrap();
+        assert_eq!(k.class(0, 3), LatencyClass::SameL3);
+        assert_eq!(k.class(0, 4), LatencyClass::SameNode);
+        assert_eq!(k.class(0, 24), LatencyClass::SameSocket);
+        assert_eq!(k.class(0, 48), LatencyClass::OtherSocket);
+        assert_eq!(k.pair_of_class(LatencyClass::Smt), None);
+    }
+
+    #[test]
+    fn spread_placement() {
+        let m = Machine::by_name("x5-4").unwrap();
+        let all = placement(m, 144).unwrap();
+        let mut sorted = all.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 144, "every hardware thread once");
+        // The first 72 use one thread of every core; the SMT siblings come after.
+        assert!(all[..72].iter().all(|&hw| m.place(hw).smt == 0));
+        assert!(all[72..].iter().all(|&hw| m.place(hw).smt == 1));
+        let first: Vec<usize> = all[..4].iter().map(|&hw| m.place(hw).socket).collect();
+        assert_eq!(first, [0, 1, 2, 3]);
+        // epyc: 2 sockets, then CCXs.
+        let e = Machine::by_name("epyc-2s").unwrap();
+        let hw = placement(e, 16).unwrap();
+        for l3 in 0..12 {
+            let n = hw.iter().filter(|&&h| e.place(h).l3 == l3).count();
+            assert!((1..=2).contains(&n), "{hw:?}");
+        }
+        let err = placement(m, 145).unwrap_err().to_string();
+        assert!(err.contains("145") && err.contains("144"), "{err}");
+    }
+}

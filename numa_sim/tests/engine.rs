@@ -1,0 +1,564 @@
+//! The engine's contract: latencies, serialization, spin sleep, futex, determinism, randomized
+//! mode and errors.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::{Arc, Mutex};
+
+use numa_sim::atomic::{AtomicU32, AtomicU64};
+use numa_sim::{LatencyClass, Machine, RunReport, Simulation, thread};
+
+fn machine(name: &str) -> &'static Machine {
+    Machine::by_name(name).unwrap()
+}
+
+fn panic_message<R: std::fmt::Debug>(f: impl FnOnce() -> R) -> String {
+    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// A and B hand one line back and forth `rounds` times (A writes 2i+1, B waits for it and
+/// writes 2i+2, A waits for that). Returns the virtual end time, ns.
+fn ping_pong(m: &'static Machine, a: usize, b: usize, rounds: u32) -> RunReport {
+    ping_pong_homed(m, a, b, a, rounds)
+}
+
+/// `ping_pong` on a line whose memory is on the node of hardware thread `home` (its first
+/// toucher).
+fn ping_pong_homed(m: &'static Machine, a: usize, b: usize, home: usize, rounds: u32) -> RunReport {
+    Simulation::new(m).jitter(0.0).run(move || {
+        let flag = Arc::new(AtomicU32::new(0));
+        let f = flag.clone();
+        thread::spawn_on(home, move || f.store(0, Relaxed)).join();
+        let f = flag.clone();
+        let pong = thread::spawn_on(b, move || {
+            for i in 0..rounds {
+                numa_sim::spin_deadline(u64::MAX);
+                while f.load(Acquire) != 2 * i + 1 {
+                    numa_sim::pause();
+                }
+                f.store(2 * i + 2, Release);
+            }
+        });
+        let ping = thread::spawn_on(a, move || {
+            for i in 0..rounds {
+                flag.store(2 * i + 1, Release);
+                numa_sim::spin_deadline(u64::MAX);
+                while flag.load(Acquire) != 2 * i + 2 {
+                    numa_sim::pause();
+                }
+            }
+        });
+        ping.join();
+        pong.join();
+    })
+}
+
+#[test]
+fn ping_pong_measures_each_latency_class_exactly() {
+    for m in Machine::presets() {
+        for class in LatencyClass::TRANSFERS {
+            let Some((a, b)) = m.pair_of_class(class) else {
+                continue;
+            };
+            let short = ping_pong(m, a, b, 10);
+            let long = ping_pong(m, a, b, 110);
+            // Per round: B's read miss, B's write (invalidating A's copy), A's read miss, A's
+            // write: four one-way transfers of the class. A thread that has just written sees
+            // the next write only after its own look at the line and one `pause` (which bound
+            // the round when they take longer than two transfers, as between SMT siblings with
+            // a slow `pause`).
+            let per_round_ps = (long.virtual_end_ns - short.virtual_end_ns) * 1000 / 100;
+            let l = m.transfer(class);
+            let expected = 2 * l + (2 * l).max(m.costs.l1_hit + m.costs.pause);
+            // ns rounding of the two end times: at most 2 ns over 100 rounds.
+            assert!(
+                per_round_ps.abs_diff(expected) <= 20,
+                "{} {class:?}: {per_round_ps} ps per round, expected {expected}",
+                m.name
+            );
+            // Spinning is compressed: a handful of accesses per round, not one per pause.
+            assert!(long.simulated_accesses < 110 * 12, "{long:?}");
+        }
+    }
+}
+
+#[test]
+fn a_line_homed_on_another_socket_crosses_ccxs_slowly() {
+    let m = machine("epyc-2s");
+    let (a, b) = m.pair_of_class(LatencyClass::SameNode).unwrap();
+    let far = m.pair_of_class(LatencyClass::OtherSocket).unwrap().1;
+    let per_round = |home| {
+        let short = ping_pong_homed(m, a, b, home, 10);
+        let long = ping_pong_homed(m, a, b, home, 110);
+        (long.virtual_end_ns - short.virtual_end_ns) * 1000 / 100
+    };
+    let near = m.costs.same_node;
+    let remote = m.costs.remote_home_same_socket.unwrap();
+    assert!(per_round(a).abs_diff(4 * near) <= 20);
+    assert!(
+        per_round(far).abs_diff(4 * remote) <= 20,
+        "{}",
+        per_round(far)
+    );
+}
+
+/// `threads` threads on one socket each do `ops` RMWs on one line.
+fn rmw_storm(threads: usize, ops: u32) -> RunReport {
+    let m = machine("x5-4");
+    Simulation::new(m).jitter(0.0).run(move || {
+        let word = Arc::new(AtomicU64::new(0));
+        // Hardware threads 0, 2, 4, ...: distinct cores of socket 0.
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let word = word.clone();
+                thread::spawn_on(2 * i, move || {
+                    for _ in 0..ops {
+                        word.fetch_add(1, Relaxed);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+        assert_eq!(word.load(Relaxed), threads as u64 * u64::from(ops));
+    })
+}
+
+#[test]
+fn rmws_on_one_line_serialize() {
+    let m = machine("x5-4");
+    let l3 = m.costs.same_l3 / 1000;
+    let r4 = rmw_storm(4, 200);
+    let r8 = rmw_storm(8, 200);
+    // Every RMW but the very first of each line transfer waits for the previous one.
+    for (threads, r) in [(4u64, r4), (8, r8)] {
+        let transfers = threads * 200;
+        assert!(
+            r.virtual_end_ns >= (transfers - threads) * l3
+                && r.virtual_end_ns <= transfers * l3 + 1000,
+            "{threads} threads: {r:?}"
+        );
+    }
+    let ratio = r8.virtual_end_ns as f64 / r4.virtual_end_ns as f64;
+    assert!((1.9..2.1).contains(&ratio), "{ratio}");
+}
+
+#[test]
+fn a_spin_loop_sleeps_until_the_write_or_its_deadline() {
+    let m = machine("x5-4");
+    let (a, b) = m.pair_of_class(LatencyClass::OtherSocket).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let report = Simulation::new(m).jitter(0.0).run(move || {
+        let flag = Arc::new(AtomicU32::new(0));
+        let (f1, f2, f3) = (flag.clone(), flag.clone(), flag.clone());
+        let (s1, s2) = (s.clone(), s.clone());
+        let writer = thread::spawn_on(a, move || {
+            numa_sim::work(100_000);
+            f1.store(1, Release);
+            numa_sim::now_ns()
+        });
+        let reader = thread::spawn_on(b, move || {
+            numa_sim::spin_deadline(u64::MAX);
+            while f2.load(Acquire) == 0 {
+                numa_sim::pause();
+            }
+            s1.lock().unwrap().push(("reader", numa_sim::now_ns()));
+        });
+        // A spinner with a 20 us deadline on a line nobody writes before then.
+        let (c, _) = m
+            .pair_of_class(LatencyClass::Smt)
+            .map(|(x, y)| (y + 2, x))
+            .unwrap();
+        let timed = thread::spawn_on(c, move || {
+            let deadline = numa_sim::now_ns() + 20_000;
+            numa_sim::spin_deadline(deadline);
+            while f3.load(Acquire) == 0 && numa_sim::now_ns() < deadline {
+                numa_sim::pause();
+            }
+            s2.lock().unwrap().push(("timed", numa_sim::now_ns()));
+        });
+        let write_done = writer.join();
+        reader.join();
+        timed.join();
+        s.lock().unwrap().push(("writer", write_done));
+    });
+    let seen = seen.lock().unwrap().clone();
+    let at = |who| seen.iter().find(|(w, _)| *w == who).unwrap().1;
+    let c = &m.costs;
+    // The reader wakes at the write's completion and misses once across sockets, then reads
+    // the clock; the writer read the clock right after its store.
+    let expected = at("writer") + c.other_socket / 1000;
+    assert!(at("reader").abs_diff(expected) <= 2, "{seen:?}");
+    // The timed spinner gave up right after its deadline.
+    assert!((20_000..20_100).contains(&at("timed")), "{seen:?}");
+    // 100 us of spinning by two threads at 4 ns a pause would be 50,000 iterations.
+    assert!(report.simulated_accesses < 100, "{report:?}");
+}
+
+#[test]
+fn undeclared_and_left_loops_run_as_written() {
+    let m = machine("x5-4");
+    let iterations = Arc::new(Mutex::new(Vec::new()));
+    let out = iterations.clone();
+    let report = Simulation::new(m).jitter(0.0).run(move || {
+        let word = Arc::new(AtomicU32::new(0));
+        let w = word.clone();
+        let out = out.clone();
+        thread::spawn_on(0, move || {
+            // An iteration-bounded loop: no declaration, so all 100 iterations run.
+            let mut n = 0;
+            while w.load(Acquire) == 0 && n < 100 {
+                n += 1;
+                numa_sim::pause();
+            }
+            // A declaration, then a write: the loop after it is not covered either.
+            numa_sim::spin_deadline(u64::MAX);
+            w.fetch_add(0, Relaxed);
+            let mut m = 0;
+            while w.load(Acquire) == 0 && m < 50 {
+                m += 1;
+                numa_sim::pause();
+            }
+            out.lock().unwrap().push((n, m));
+        })
+        .join();
+    });
+    assert_eq!(*iterations.lock().unwrap(), [(100, 50)]);
+    // One load per iteration, each followed by a `pause`.
+    let c = m.costs;
+    let expected = (150 * (c.l1_hit + c.pause) + c.rmw_hit) / 1000;
+    assert!(
+        report.virtual_end_ns.abs_diff(expected) <= 200,
+        "{report:?}"
+    );
+}
+
+#[test]
+fn futex_wake_latency_timeout_and_lost_wakeup() {
+    let m = machine("2s-generic");
+    let c = m.costs;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    Simulation::new(m).jitter(0.0).run(move || {
+        let word = Arc::new(AtomicU32::new(0));
+        let (w1, w2) = (word.clone(), word.clone());
+        let (s1, s2, s3) = (s.clone(), s.clone(), s.clone());
+        let sleeper = thread::spawn_on(0, move || {
+            while w1.load(Acquire) == 0 {
+                numa_sim::futex_wait(&w1, 0, None);
+            }
+            s1.lock().unwrap().push(("woken", numa_sim::now_ns()));
+        });
+        let timed = thread::spawn_on(4, move || {
+            let other = AtomicU32::new(7);
+            numa_sim::futex_wait(&other, 7, Some(3_000));
+            s2.lock().unwrap().push(("timed out", numa_sim::now_ns()));
+        });
+        let waker = thread::spawn_on(2, move || {
+            numa_sim::work(50_000);
+            w2.store(1, Release);
+            let at = numa_sim::now_ns();
+            numa_sim::futex_wake(&*w2, 1);
+            s3.lock().unwrap().push(("wake", at));
+        });
+        sleeper.join();
+        timed.join();
+        waker.join();
+    });
+    let seen = seen.lock().unwrap().clone();
+    let at = |who| seen.iter().find(|(w, _)| *w == who).unwrap().1;
+    // Woken wake_latency after the wake, then re-reads the word (one same-socket miss) and
+    // the clock.
+    let woken = at("wake") + (c.wake_latency + c.same_l3 + c.clock_read) / 1000;
+    assert!(at("woken").abs_diff(woken) <= 2, "{seen:?}");
+    assert!(
+        (3_000..=3_001 + c.clock_read / 1000).contains(&at("timed out")),
+        "{seen:?}"
+    );
+
+    let message = panic_message(|| {
+        Simulation::new(m).run(|| {
+            let t = thread::spawn_on(1, || {
+                let word = AtomicU32::new(0);
+                numa_sim::futex_wait(&word, 0, None);
+            });
+            t.join();
+        });
+    });
+    assert!(
+        message.contains("deadlock/lost wake-up") && message.contains("futex_wait"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_spinner_nobody_wakes_is_a_deadlock() {
+    let m = machine("x5-4");
+    let message = panic_message(|| {
+        Simulation::new(m).run(|| {
+            let t = thread::spawn_on(5, || {
+                let flag = AtomicU32::new(0);
+                numa_sim::spin_deadline(u64::MAX);
+                while flag.load(Acquire) == 0 {
+                    numa_sim::pause();
+                }
+            });
+            t.join();
+        });
+    });
+    assert!(
+        message.contains("deadlock/lost wake-up") && message.contains("spinning"),
+        "{message}"
+    );
+}
+
+/// A word alone on its 128 bytes: two small heap objects may share a line or not depending on
+/// where the allocator puts them, and the simulated costs with them.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+impl std::ops::Deref for Padded {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
+#[test]
+fn an_undeclared_endless_spin_is_reported() {
+    let message = panic_message(|| {
+        Simulation::new(machine("2s-generic")).run(|| {
+            let t = thread::spawn_on(1, || {
+                let flag = AtomicU32::new(0);
+                while flag.load(Acquire) == 0 {
+                    numa_sim::pause();
+                }
+            });
+            t.join();
+        });
+    });
+    assert!(message.contains("spin_deadline(u64::MAX)"), "{message}");
+}
+
+/// 8 threads over 4 sockets take turns on a ticket-style counter and spin on a flag.
+fn contended(seed: u64, jitter: f64, lookahead: bool) -> (RunReport, u64) {
+    let m = machine("x5-4");
+    let sum = Arc::new(Padded::default());
+    let out = sum.clone();
+    let report = Simulation::new(m)
+        .seed(seed)
+        .jitter(jitter)
+        .lookahead(lookahead)
+        .run(move || {
+            let turn = Arc::new(Padded::default());
+            let workers: Vec<_> = numa_sim::placement(m, 8)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+                .map(|(i, hw)| {
+                    let (turn, sum) = (turn.clone(), sum.clone());
+                    thread::spawn_on(hw, move || {
+                        for round in 0..20u64 {
+                            numa_sim::spin_deadline(u64::MAX);
+                            while turn.load(Acquire) != round * 8 + i as u64 {
+                                numa_sim::pause();
+                            }
+                            sum.fetch_add(numa_sim::now_ns() ^ numa_sim::thread_seed(), Relaxed);
+                            numa_sim::work(100);
+                            turn.fetch_add(1, Release);
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().for_each(|w| w.join());
+        });
+    (report, out.load(SeqCst))
+}
+
+fn same_figures(a: &RunReport, b: &RunReport) -> bool {
+    a.virtual_end_ns == b.virtual_end_ns && a.simulated_accesses == b.simulated_accesses
+}
+
+#[test]
+fn runs_repeat_exactly_and_seeds_differ() {
+    let (a, sum_a) = contended(1, 0.05, true);
+    let (b, sum_b) = contended(1, 0.05, true);
+    assert!(same_figures(&a, &b), "{a:?} {b:?}");
+    assert_eq!(a.scheduling_decisions, b.scheduling_decisions);
+    assert_eq!(sum_a, sum_b);
+    let (c, sum_c) = contended(2, 0.05, true);
+    assert!(
+        c.virtual_end_ns != a.virtual_end_ns && sum_c != sum_a,
+        "{a:?} {c:?}"
+    );
+}
+
+#[test]
+fn lookahead_changes_nothing_but_decisions() {
+    let (on, sum_on) = contended(3, 0.05, true);
+    let (off, sum_off) = contended(3, 0.05, false);
+    assert!(same_figures(&on, &off), "{on:?} {off:?}");
+    assert_eq!(sum_on, sum_off);
+    assert!(
+        on.scheduling_decisions < off.scheduling_decisions,
+        "{on:?} {off:?}"
+    );
+}
+
+#[test]
+fn threads_see_their_own_thread_locals_and_topology() {
+    numa_sim::thread_local! {
+        static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+    let m = machine("kunpeng920");
+    let nodes = Arc::new(Mutex::new(Vec::new()));
+    let n = nodes.clone();
+    Simulation::new(m).run(move || {
+        assert_eq!(numa_sim::node_count(), 4);
+        let ts: Vec<_> = numa_sim::placement(m, 8)
+            .unwrap()
+            .into_iter()
+            .map(|hw| {
+                let n = n.clone();
+                thread::spawn_on(hw, move || {
+                    SLOT.with(|s| {
+                        assert_eq!(s.get(), usize::MAX);
+                        s.set(hw);
+                    });
+                    numa_sim::yield_now();
+                    assert_eq!(SLOT.with(std::cell::Cell::get), hw);
+                    n.lock().unwrap().push(numa_sim::current_node());
+                })
+            })
+            .collect();
+        ts.into_iter().for_each(|t| t.join());
+    });
+    let mut nodes = nodes.lock().unwrap().clone();
+    nodes.sort_unstable();
+    assert_eq!(nodes, [0, 0, 1, 1, 2, 2, 3, 3]);
+}
+
+/// Two threads increment with a load and a store split by another atomic access.
+fn racy_increment() {
+    let x = Arc::new(AtomicU32::new(0));
+    let other = Arc::new(AtomicU32::new(0));
+    let ts: Vec<_> = (0..2)
+        .map(|hw| {
+            let (x, other) = (x.clone(), other.clone());
+            thread::spawn_on(hw, move || {
+                let v = x.load(Relaxed);
+                other.fetch_add(1, Relaxed);
+                x.store(v + 1, Relaxed);
+            })
+        })
+        .collect();
+    ts.into_iter().for_each(|t| t.join());
+    assert_eq!(x.load(Relaxed), 2, "lost update");
+}
+
+#[test]
+fn random_mode_finds_a_planted_bug_and_passes_a_correct_program() {
+    let m = machine("2s-generic");
+    let message = panic_message(|| numa_sim::check_random(m, 42, 300, racy_increment));
+    assert!(message.contains("lost update"), "{message}");
+    let message = panic_message(|| numa_sim::check_pct(m, 42, 300, 3, racy_increment));
+    assert!(message.contains("lost update"), "{message}");
+    let report = numa_sim::check_random(m, 42, 2000, || {
+        let x = Arc::new(AtomicU32::new(0));
+        let ts: Vec<_> = (0..3)
+            .map(|hw| {
+                let x = x.clone();
+                thread::spawn_on(hw, move || {
+                    x.fetch_add(1, Relaxed);
+                })
+            })
+            .collect();
+        ts.into_iter().for_each(|t| t.join());
+        assert_eq!(x.load(Relaxed), 3);
+    });
+    assert_eq!(report.executions, 2000);
+}
+
+#[test]
+fn random_mode_futex_blocks_and_wakes() {
+    let m = machine("2s-generic");
+    numa_sim::check_pct(m, 7, 300, 2, || {
+        let word = Arc::new(AtomicU32::new(0));
+        let w = word.clone();
+        let sleeper = thread::spawn_on(0, move || {
+            while w.load(Acquire) == 0 {
+                numa_sim::futex_wait(&w, 0, None);
+            }
+        });
+        let w = word.clone();
+        let timed = thread::spawn_on(1, move || {
+            let start = numa_sim::now_ns();
+            while w.load(Acquire) == 0 && numa_sim::now_ns() < start + 10_000 {
+                numa_sim::futex_wait(&w, 0, Some(start + 10_000));
+            }
+        });
+        word.store(1, Release);
+        numa_sim::futex_wake(&*word, u32::MAX);
+        sleeper.join();
+        timed.join();
+    });
+}
+
+#[test]
+fn clear_errors() {
+    let m = machine("x5-4");
+    let message = panic_message(|| {
+        Simulation::new(m).run(|| {
+            let a = thread::spawn_on(3, || {});
+            let b = thread::spawn_on(3, || {});
+            a.join();
+            b.join();
+        });
+    });
+    assert!(
+        message.contains("hardware thread 3") && message.contains("already runs"),
+        "{message}"
+    );
+    let message = panic_message(|| {
+        Simulation::new(m).run(|| thread::spawn_on(144, || {}).join());
+    });
+    assert!(message.contains("144 hardware threads"), "{message}");
+    let err = numa_sim::placement(m, 200).unwrap_err().to_string();
+    assert!(err.contains("200") && err.contains("144"), "{err}");
+    let err = Machine::by_name("x5-2").unwrap_err().to_string();
+    assert!(err.contains("x5-2") && err.contains("kunpeng920"), "{err}");
+    let message = panic_message(|| {
+        Simulation::new(m).run(|| {
+            let _forgotten = thread::spawn_on(0, || numa_sim::work(10));
+        });
+    });
+    assert!(message.contains("join every thread"), "{message}");
+}
+
+#[test]
+fn a_hundred_and_forty_four_threads() {
+    let m = machine("x5-4");
+    let report = Simulation::new(m).run(move || {
+        let word = Arc::new(AtomicU64::new(0));
+        let ts: Vec<_> = numa_sim::placement(m, 144)
+            .unwrap()
+            .into_iter()
+            .map(|hw| {
+                let word = word.clone();
+                thread::spawn_on(hw, move || {
+                    for _ in 0..20 {
+                        word.fetch_add(1, Relaxed);
+                    }
+                })
+            })
+            .collect();
+        ts.into_iter().for_each(|t| t.join());
+        assert_eq!(word.load(Relaxed), 144 * 20);
+    });
+    assert!(report.simulated_accesses >= 144 * 20);
+}
