@@ -290,6 +290,12 @@ pub fn node_count() -> usize {
     }
 }
 
+/// The simulated machine's hardware threads, the CPUs an operating system would report
+/// (`None` outside a simulation).
+pub fn cpu_count() -> Option<usize> {
+    engine::context().map(|cell| cell.borrow().machine().hw_threads())
+}
+
 /// The hardware thread the calling simulated thread is pinned to (`None` for the harness and
 /// outside a simulation).
 pub fn current_hw_thread() -> Option<usize> {

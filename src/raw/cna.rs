@@ -30,7 +30,9 @@
 //! queue is older than the flush threshold, or `unlock_fair` asked):
 //! - no successor, we are the tail, and a secondary queue exists: **defer** (below), leaving the
 //!   proxy as the tail: `(me, LOCKED) → (proxy, LOCKED)`;
-//! - a remote successor: **defer**, the proxy standing before it;
+//! - a remote successor while we hold a secondary queue: **defer**, the proxy standing before it
+//!   (without a secondary queue no waiter of our node has been seen lately, and deferring would
+//!   only move the remote transfer into the critical path);
 //! - otherwise, as when a flush is due:
 //!   - no successor and we are the tail: `(me, LOCKED) → (0, LOCKED)`, or, with a secondary
 //!     queue, **splice** it back: `(me, LOCKED) → (secondary_tail, LOCKED)` and make its first
@@ -413,8 +415,14 @@ impl RawCna {
             next = wait_for_next(&my.next);
         }
         let next_is_local = node(next).numa.load(Ordering::Relaxed) == numa;
+        // Defer only while we hold a secondary queue: it shows that waiters of our node were
+        // queued behind remote ones lately, so one may well re-queue during our critical
+        // section. Without one (say, one thread per node), deferring only moves the handoff's
+        // remote transfer into the critical path: measured in numa_sim on x5-4 with 4 threads
+        // (one per socket), CNA went from 0.90x to 1.13x McsMutex (BENCHMARKS.md).
         if !next_is_local
             && may_defer
+            && secondary != 0
             && let Some(proxy) = qnode::take_proxy()
         {
             // Defer: the proxy takes our place at the head of the queue, holding the secondary

@@ -579,6 +579,12 @@ impl RawHq {
     /// our local successor to link and returns it.
     fn leave_local_queue(&self, me: u32, local: Option<Local<'_>>) -> Option<u32> {
         local.and_then(|Local { queues, slot }| {
+            // A successor that has linked itself needs no look at the local tail (a line every
+            // arrival of the node writes). Acquire: as in `wait_for_next`.
+            let linked = node(me).next.load(Ordering::Acquire);
+            if linked != 0 {
+                return Some(linked);
+            }
             let tail = &queues.local_tail[slot];
             // (*, me, L) → (*, 0, L). AcqRel on success as for the FIFO tail; failure means a
             // successor swapped the local tail.

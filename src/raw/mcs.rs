@@ -170,10 +170,15 @@ impl RawMcs {
         // Whether the lock word may hold a reservation for a head that no longer exists.
         let mut reserved = leaving;
         loop {
+            // A successor that has linked itself is the next head: no need to look at the tail
+            // word (on the lock's line, which arrivals keep taking away). Acquire: pairs with
+            // the successor's Release link store, as in `wait_for_next`.
+            let linked = node(from).next.load(Ordering::Acquire);
             // AcqRel on success is more than needed (nothing is published through an empty
             // queue) but keeps every RMW on the tail uniform; failure means a successor swapped
             // the tail.
-            if self.tail.load(Ordering::Relaxed) == from
+            if linked == 0
+                && self.tail.load(Ordering::Relaxed) == from
                 && self
                     .tail
                     .compare_exchange(from, 0, Ordering::AcqRel, Ordering::Relaxed)
@@ -187,7 +192,11 @@ impl RawMcs {
                 }
                 return;
             }
-            let next = wait_for_next(&node(from).next);
+            let next = if linked != 0 {
+                linked
+            } else {
+                wait_for_next(&node(from).next)
+            };
             if owned {
                 qnode::recycle(from);
             }
