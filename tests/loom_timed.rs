@@ -177,6 +177,37 @@ fn mcs_timed_head_with_stealing() {
     model(2, || holder_and_waiters(RawMcs::new, 0, &[Timed(0, 3)]));
 }
 
+/// MCS: the holder releases with `unlock_fair` while the only waiter, a timed head, gives up:
+/// whichever lands first, the reservation `unlock_fair` sets for the head must not outlive the
+/// queue (the randomized simulator tests found this race; `LockWord::unlock_fair` now looks at
+/// the queue again after a fence that pairs with the leaving waiter's).
+#[test]
+fn mcs_unlock_fair_races_timed_head() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(3, || {
+        loom_clock::reset(1);
+        let lock = Arc::new(RawMcs::new());
+        lock.lock();
+        let waiter = {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                if lock.try_lock_for(Duration::from_nanos(2)) {
+                    unsafe { lock.unlock() };
+                }
+            })
+        };
+        thread::yield_now();
+        unsafe { lock.unlock_fair() };
+        waiter.join().unwrap();
+        assert!(
+            lock.try_lock(),
+            "the lock ends reserved for a waiter that left"
+        );
+        unsafe { lock.unlock() };
+    });
+}
+
 /// CNA: the holder is on node 0; a node-0 waiter, a node-1 timed waiter and another node-0
 /// waiter queue. When the first is head it moves the node-1 waiter to the secondary queue, where
 /// that waiter's deadline passes: the node is abandoned in the secondary queue, and the splice or

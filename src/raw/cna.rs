@@ -187,7 +187,7 @@ impl RawCna {
         }
         self.core
             .word
-            .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
+            .unlock_fair(|| self.tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).

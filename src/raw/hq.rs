@@ -357,11 +357,11 @@ impl RawHq {
     pub unsafe fn unlock_fair(&self) {
         self.core.on_release();
         self.hand_deferred();
-        // Relaxed: while we hold the lock nobody leaves the FIFO (leaving needs the lock), and
-        // a local waiter always has its representative in the FIFO.
+        // Relaxed (the fences in `LockWord::unlock_fair` order the second look): a local waiter
+        // always has its representative in the FIFO, so an empty FIFO means nobody waits.
         self.core
             .word
-            .unlock_fair(self.fifo_tail.load(Ordering::Relaxed) != 0);
+            .unlock_fair(|| self.fifo_tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).

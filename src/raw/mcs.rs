@@ -110,7 +110,7 @@ impl RawMcs {
         self.core.on_release();
         self.core
             .word
-            .unlock_fair(self.tail.load(Ordering::Relaxed) != 0);
+            .unlock_fair(|| self.tail.load(Ordering::Relaxed) != 0);
     }
 
     /// Whether the lock is held (a snapshot).

@@ -25,7 +25,7 @@ use std::time::Duration;
 use crate::qnode::{self, QNode, Queued, status};
 #[cfg(feature = "stats")]
 use crate::stats::{Acquired, Counters};
-use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
+use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, fence, now_ns};
 use crate::tunables;
 use crate::wait::{self, SpinBudget};
 
@@ -196,10 +196,13 @@ impl LockWord {
 
     /// Releases the lock for the queue head: `x → (x - LOCKED) | NO_STEAL | FAIR`, so no arrival
     /// can steal it and the head's next handoff is fair. Without waiters, a plain unlock.
-    pub(crate) fn unlock_fair(&self, has_waiters: bool) {
-        // While we hold the lock nobody can leave the queue (leaving needs the lock), so
-        // `has_waiters == true` stays true until the head takes the lock and clears the flags.
-        if !has_waiters {
+    ///
+    /// `has_waiters` looks at the lock's queue tail. A timed head may leave the queue without the
+    /// lock while we release it: if the last waiter left just before our reservation landed, it
+    /// found nothing to clear, so we look again after setting it and clear it ourselves if
+    /// nobody is left (`clear_reservation` on both sides; see there for the fences).
+    pub(crate) fn unlock_fair(&self, has_waiters: impl Fn() -> bool) {
+        if !has_waiters() {
             return self.unlock();
         }
         let word: *const AtomicU32 = &self.state;
@@ -217,6 +220,12 @@ impl LockWord {
         }
         if s & PARKED != 0 {
             wait::unpark(word);
+        }
+        // SeqCst fence: pairs with the one in `clear_reservation`. Either the leaving waiter
+        // sees our reservation after its tail update, or we see its tail update here.
+        fence(Ordering::SeqCst);
+        if !has_waiters() {
+            self.clear_reservation();
         }
     }
 
@@ -358,6 +367,11 @@ impl LockWord {
     /// became head meanwhile sets `NO_STEAL` again if it needs it; `PARKED` stays, since such a
     /// head may sleep behind it. Relaxed: the flags only steer who acquires next.
     pub(crate) fn clear_reservation(&self) {
+        // SeqCst fence: pairs with the one in `unlock_fair`. We update the tail (emptying the
+        // queue) before this; `unlock_fair` sets the reservation before it re-reads the tail.
+        // With a fence between the write and the read on both sides, at least one of us sees
+        // the other's write, so a reservation is never left with nobody to clear it.
+        fence(Ordering::SeqCst);
         if self.state.load(Ordering::Relaxed) & (NO_STEAL | FAIR) != 0 {
             self.state.fetch_and(!(NO_STEAL | FAIR), Ordering::Relaxed);
         }

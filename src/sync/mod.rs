@@ -26,6 +26,12 @@ pub(crate) use futex::{futex_wait, futex_wake};
 pub(crate) use std::sync::atomic::Ordering;
 
 #[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
+// The simulator runs one thread at a time, sequentially consistent: std's fence is exact there.
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
+
+#[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
 #[cfg(numa_sim)]
 pub(crate) use numa_sim::atomic::{AtomicPtr, AtomicU32, AtomicU64};
