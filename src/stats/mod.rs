@@ -203,7 +203,8 @@ impl Counters {
         self.hold.reset();
     }
 
-    /// Acquisitions so far (a snapshot).
+    /// Acquisitions so far (a snapshot; lockup reports watch it for progress).
+    #[cfg(feature = "lockup")]
     pub(crate) fn acquisitions(&self) -> u64 {
         self.acquisitions.load(Relaxed)
     }
