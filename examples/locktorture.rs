@@ -10,56 +10,73 @@
 //! cargo run --release --example locktorture
 //! cargo run --release --example locktorture -- --workload kv --threads 4,8,16 --format csv
 //! cargo run --release --example locktorture -- --virtual-nodes 4 --remote-penalty-ns 200 --threads 16
+//! cargo run --release --example locktorture -- --threads 1,2,4,8,16 --plot throughput.svg
+//! cargo run --release --example locktorture --features stats -- --stats
 //! cargo run --release --example locktorture -- --help
 //! ```
+//!
+//! `--plot FILE.svg` also draws throughput against threads (one line per lock, one chart per
+//! workload); `--stats` (with `--features stats`) adds the p50/p99/max wait and hold times of this
+//! crate's locks from `numa_locks::stats`.
 //!
 //! After every run the harness checks the protected data (the counters equal the number of critical
 //! sections, the free list is intact, the map still holds its keys) and reports a violation of
 //! mutual exclusion on stderr; a watchdog reports a lock that does not let the workers stop.
 //!
 //! Results go to stdout, progress and errors to stderr. Exit codes: 0 success, 1 a lock failed
-//! (mutual exclusion violated, stuck, or a thread could not be spawned), 2 bad command line.
+//! (mutual exclusion violated, stuck, or a thread could not be spawned) or the plot could not be
+//! written, 2 bad command line.
 
 // An example's crate root resolves `mod` next to itself (examples/), so name the submodule files.
 #[path = "locktorture/cli.rs"]
 mod cli;
 #[path = "locktorture/harness.rs"]
 mod harness;
+#[path = "common/plot.rs"]
+mod plot;
 #[path = "locktorture/report.rs"]
 mod report;
 #[path = "locktorture/workload.rs"]
 mod workload;
 
-use cli::{Command, Format, Options};
+use cli::{Format, Options};
 use harness::{RunConfig, RunResult};
 use report::{Row, RowKey};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
-    match cli::parse(std::env::args().skip(1)) {
-        Ok(Command::Help) => {
-            print!("{}", cli::USAGE);
-            ExitCode::SUCCESS
-        }
-        Ok(Command::Run(options)) => {
-            let (rows, violations) = torture(&options);
-            match options.format {
-                Format::Table => report::print_table(&rows),
-                Format::Csv => report::print_csv(&rows),
+    let options = match cli::parse(std::env::args_os()) {
+        Ok(options) => options,
+        Err(exit) => return exit,
+    };
+    let (rows, violations) = torture(&options);
+    match options.format {
+        Format::Table => report::print_table(&rows, options.stats),
+        Format::Csv => report::print_csv(&rows, options.stats),
+    }
+    let mut failed = false;
+    if let Some(path) = &options.plot {
+        match report::plot(path, &rows) {
+            Ok(files) => {
+                for file in files {
+                    eprintln!("locktorture: wrote {}", file.display());
+                }
             }
-            if violations == 0 {
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("error: {violations} run(s) broke mutual exclusion (see above)");
-                ExitCode::FAILURE
+            Err(error) => {
+                eprintln!("error: cannot write the plot: {error}");
+                failed = true;
             }
         }
-        Err(error) => {
-            eprintln!("{error}");
-            eprintln!("run with --help for usage");
-            ExitCode::from(2)
-        }
+    }
+    if violations != 0 {
+        eprintln!("error: {violations} run(s) broke mutual exclusion (see above)");
+        failed = true;
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

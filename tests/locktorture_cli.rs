@@ -27,6 +27,7 @@ fn example_binary() -> Option<PathBuf> {
     let sources = [
         "examples/locktorture.rs",
         "examples/locktorture",
+        "examples/common",
         "src",
         "Cargo.toml",
     ];
@@ -311,4 +312,117 @@ fn every_workload_runs_and_keeps_its_data_consistent() {
             "{stdout}"
         );
     }
+}
+
+const STATS_COLUMNS: &str =
+    "wait_p50_ns,wait_p99_ns,wait_max_ns,hold_p50_ns,hold_p99_ns,hold_max_ns";
+
+/// Runs the example through `cargo run`, built with feature `stats` or without it, whatever
+/// built the binary that `locktorture()` would find (`cargo test --features stats --test
+/// locktorture_cli` does not rebuild examples).
+fn locktorture_built(with_stats: bool, args: &[&str]) -> Output {
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["run", "--quiet", "--example", "locktorture"]);
+    if with_stats {
+        cargo.args(["--features", "stats"]);
+    }
+    cargo
+        .arg("--")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cannot run cargo run --example locktorture")
+}
+
+#[test]
+fn stats_adds_six_columns_with_the_feature_and_is_an_error_without() {
+    let args = [
+        "--stats",
+        "--duration-ms",
+        "10",
+        "--runs",
+        "2",
+        "--threads",
+        "2",
+        "--format",
+        "csv",
+    ];
+    if !cfg!(feature = "stats") {
+        let output = locktorture_built(false, &args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+        assert!(
+            stderr.contains("--stats") && stderr.contains("--features stats"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty());
+        return;
+    }
+    let output = locktorture_built(true, &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("{CSV_HEADER},{STATS_COLUMNS}").as_str())
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5, "{stdout}");
+    for row in &rows {
+        assert_eq!(row.len(), 18, "{row:?}");
+        let stats = &row[12..];
+        if ["parking_lot", "std"].contains(&row[0]) {
+            assert!(stats.iter().all(|cell| cell.is_empty()), "{row:?}");
+            continue;
+        }
+        let ns: Vec<u64> = stats
+            .iter()
+            .map(|cell| cell.parse().unwrap_or_else(|_| panic!("{row:?}")))
+            .collect();
+        // p50 <= p99 <= max for the wait and the hold; every critical section is held a while.
+        assert!(ns[0] <= ns[1] && ns[1] <= ns[2], "wait: {row:?}");
+        assert!(ns[3] <= ns[4] && ns[4] <= ns[5], "hold: {row:?}");
+        assert!(ns[5] > 0, "hold max: {row:?}");
+    }
+}
+
+#[test]
+fn plot_writes_an_svg_chart_per_workload() {
+    let dir = std::env::temp_dir().join(format!("locktorture_cli_plot_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("throughput.svg");
+    let output = locktorture(&[
+        "--locks",
+        "mcs,parking_lot",
+        "--duration-ms",
+        "5",
+        "--runs",
+        "1",
+        "--threads",
+        "1,2",
+        "--workload",
+        "empty,kv",
+        "--plot",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    for workload in ["empty", "kv"] {
+        let svg = std::fs::read_to_string(dir.join(format!("throughput-{workload}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg:.100}");
+        for text in [
+            "this machine",
+            workload,
+            "threads",
+            "mcs",
+            "parking_lot",
+            "</svg>",
+        ] {
+            assert!(
+                svg.contains(text),
+                "the {workload} chart does not show {text:?}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,72 +1,18 @@
-//! Command-line parsing for `locktorture`, by hand (std only).
+//! Command-line parsing for `locktorture`, with clap (derive).
 //!
-//! Every bad input becomes a [`CliError`] whose message names the offending value and the values that
-//! are allowed; `main` prints it to stderr and exits with code 2. Nothing here panics on user input.
+//! Every bad input is reported with a message that names the offending value and the values that
+//! are allowed, and exits with code 2. The messages are those of the hand-written parser this
+//! replaced: the value parsers return them whole, and the clap errors that have an equivalent
+//! (unknown option, missing value) are reworded to it; any other clap error is printed as clap
+//! words it. Nothing here panics on user input.
 
+use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-/// The usage text printed by `--help`.
-pub const USAGE: &str = "\
-locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side
-and report throughput, fairness and cross-node handoffs.
-
-USAGE:
-    cargo run --release --example locktorture -- [OPTIONS]
-
-OPTIONS (a value may also be given as --option=value):
-    --locks LIST             comma list of locks to run [default: mcs,cna,hq,parking_lot,std]
-                             allowed: mcs, cna, hq, parking_lot, std
-    --threads LIST           comma list of thread counts, each 1..=1024 [default: 1,2,4,8]
-    --duration-ms MS         length of one run in milliseconds, 1..=3600000 [default: 500]
-    --runs N                 runs per (lock, workload, threads), 1..=1000 [default: 3]
-    --workload LIST          comma list of critical sections [default: counter]
-                             allowed: empty, counter, kv, freelist
-    --virtual-nodes N        thread i pretends to run on node i % N, 1..=1024
-                             (topology::set_thread_node); without it each thread's node is
-                             topology::current_node(), read just before every lock()
-    --remote-penalty-ns P    NUMA emulation: a critical section entered on a different node than
-                             the previous holder's first busy-spins P ns, standing in for the
-                             remote cache misses on the protected data, 0..=10000000 [default: 0]
-    --stealing on|off        whether this crate's locks let an arriving thread take a free lock
-                             ahead of queued waiters (numa_locks::tunables::set_stealing); off
-                             makes every contended acquisition a queue handoff, which is how the
-                             NUMA-aware policies show on a machine with few cores. parking_lot
-                             and std are not affected [default: on]
-    --format FORMAT          table or csv [default: table]
-    -h, --help               print this text
-
-WORKLOADS (what one critical section does):
-    empty       nothing (the classic locktorture loop)
-    counter     increments 4 shared u64 counters, each on its own cache line
-    kv          one operation on a HashMap<u64, u64> pre-filled with 65536 keys; skewed keys
-                (key = r1 % (r2 % 65536 + 1)); 90% get, 10% put
-    freelist    pops a 64-byte block from the head of a shared index-linked free list and pushes
-                back the block the thread popped last time (a page allocator's zone lock)
-    Between acquisitions every thread does a few ns of local work (xorshift PRNG rounds), so the
-    lock stays hot.
-
-COLUMNS:
-    ops_per_sec             critical sections per second, all threads; mean over runs
-    stddev                  sample standard deviation of ops_per_sec over runs (0 for one run)
-    speedup_vs_parking_lot  ops_per_sec / parking_lot's ops_per_sec for the same workload and
-                            thread count, measured in this invocation ('-' in the table and empty
-                            in CSV when parking_lot is not among --locks)
-    fairness_factor         share of all operations done by the busiest ceil(n/2) threads, mean
-                            over runs; 0.5 is perfectly fair for an even thread count, 1.0 means
-                            the busiest half did everything (always 1.0 for one thread)
-    max_min                 busiest thread's ops / idlest thread's ops, mean over runs
-                            ('inf' when a thread never got the lock)
-    remote_handoff_pct      percentage of handoffs that crossed nodes. A handoff is an acquisition
-                            whose previous holder was a different thread (re-acquisitions by the
-                            same thread are not handoffs); it is remote when the previous holder's
-                            node differs from the acquiring thread's node. The harness measures it
-                            inside the critical section from a last_thread/last_node pair stored
-                            with the protected data, identically for every lock; the remote
-                            penalty is applied at the same place. Summed over runs; 0 when there
-                            were no handoffs (one thread).
-
-Progress goes to stderr, results to stdout. Bad input exits with code 2.
-";
+use clap::Parser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 /// The lock implementations the harness knows, in their default order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +45,7 @@ impl LockKind {
     }
 }
 
-/// What a critical section does (see [`USAGE`]).
+/// What a critical section does (see the help's WORKLOADS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkloadKind {
     /// Nothing.
@@ -157,44 +103,24 @@ pub struct Options {
     pub stealing: bool,
     /// Output format.
     pub format: Format,
+    /// Where to draw throughput against threads (`--plot`).
+    pub plot: Option<PathBuf>,
+    /// Whether to report wait and hold percentiles (`--stats`, feature `stats`).
+    pub stats: bool,
 }
 
-impl Default for Options {
-    /// The defaults keep a full run on a 2-core machine at about 5 locks x 4 thread counts x 3 runs
-    /// x 0.5 s = 30 s.
-    fn default() -> Self {
-        Self {
-            locks: LockKind::ALL.to_vec(),
-            threads: vec![1, 2, 4, 8],
-            duration_ms: 500,
-            runs: 3,
-            workloads: vec![WorkloadKind::Counter],
-            virtual_nodes: None,
-            remote_penalty_ns: 0,
-            stealing: true,
-            format: Format::Table,
-        }
-    }
-}
-
-/// What the command line asks for.
-#[derive(Debug)]
-pub enum Command {
-    /// Print [`USAGE`] and exit successfully.
-    Help,
-    /// Run the torture test.
-    Run(Options),
-}
-
-/// A bad command line; the message is complete and ends without a newline.
-#[derive(Debug)]
-pub struct CliError(String);
+/// A bad value: the complete message (naming the value, the option and what is allowed), without
+/// a newline.
+#[derive(Debug, Clone)]
+struct CliError(String);
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error: {}", self.0)
+        f.write_str(&self.0)
     }
 }
+
+impl std::error::Error for CliError {}
 
 const MAX_THREADS: u64 = 1024;
 const MAX_DURATION_MS: u64 = 3_600_000;
@@ -203,104 +129,211 @@ const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --format, --help";
+                            --remote-penalty-ns, --stealing, --format, --plot, --stats, --help";
 
-/// Parses the arguments after the program name.
-pub fn parse<I>(args: I) -> Result<Command, CliError>
-where
-    I: IntoIterator<Item = String>,
-{
-    let mut options = Options::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        if arg == "-h" || arg == "--help" {
-            return Ok(Command::Help);
-        }
-        let (flag, inline_value) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_string(), Some(value.to_string()))
-            }
-            _ => (arg.clone(), None),
-        };
-        if !is_known_option(&flag) {
-            return Err(CliError(format!(
-                "unknown option '{arg}'; allowed: {OPTION_NAMES}"
-            )));
-        }
-        let value = match inline_value.or_else(|| args.next()) {
-            Some(value) => value,
-            None => {
-                return Err(CliError(format!(
-                    "{flag} needs a value ({})",
-                    expected_value(&flag)
-                )));
-            }
-        };
-        match flag.as_str() {
-            "--locks" => {
-                options.locks = parse_names(&flag, &value, &LockKind::ALL, |l| l.name(), "lock")?
-            }
-            "--workload" => {
-                options.workloads =
-                    parse_names(&flag, &value, &WorkloadKind::ALL, |w| w.name(), "workload")?
-            }
-            "--threads" => options.threads = parse_number_list(&flag, &value, 1, MAX_THREADS)?,
-            "--duration-ms" => {
-                options.duration_ms = parse_number(&flag, &value, 1, MAX_DURATION_MS)?
-            }
-            "--runs" => options.runs = to_usize(parse_number(&flag, &value, 1, MAX_RUNS)?),
-            "--virtual-nodes" => {
-                options.virtual_nodes =
-                    Some(to_usize(parse_number(&flag, &value, 1, MAX_VIRTUAL_NODES)?))
-            }
-            "--remote-penalty-ns" => {
-                options.remote_penalty_ns = parse_number(&flag, &value, 0, MAX_PENALTY_NS)?
-            }
-            "--stealing" => {
-                options.stealing = match value.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    _ => {
-                        return Err(CliError(format!(
-                            "unknown value '{value}' in --stealing; allowed: on, off"
-                        )));
-                    }
-                }
-            }
-            "--format" => {
-                options.format = match value.as_str() {
-                    "table" => Format::Table,
-                    "csv" => Format::Csv,
-                    _ => {
-                        return Err(CliError(format!(
-                            "unknown format '{value}' in --format; allowed: table, csv"
-                        )));
-                    }
-                }
-            }
-            _ => {
-                return Err(CliError(format!(
-                    "unknown option '{arg}'; allowed: {OPTION_NAMES}"
-                )));
-            }
-        }
-    }
-    Ok(Command::Run(options))
+const ABOUT: &str = "\
+locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side
+and report throughput, fairness and cross-node handoffs.
+
+A value may also be given as --option=value.";
+
+const AFTER_HELP: &str = "\
+WORKLOADS (what one critical section does):
+    empty       nothing (the classic locktorture loop)
+    counter     increments 4 shared u64 counters, each on its own cache line
+    kv          one operation on a HashMap<u64, u64> pre-filled with 65536 keys; skewed keys
+                (key = r1 % (r2 % 65536 + 1)); 90% get, 10% put
+    freelist    pops a 64-byte block from the head of a shared index-linked free list and pushes
+                back the block the thread popped last time (a page allocator's zone lock)
+    Between acquisitions every thread does a few ns of local work (xorshift PRNG rounds), so the
+    lock stays hot.
+
+COLUMNS:
+    ops_per_sec             critical sections per second, all threads; mean over runs
+    stddev                  sample standard deviation of ops_per_sec over runs (0 for one run)
+    speedup_vs_parking_lot  ops_per_sec / parking_lot's ops_per_sec for the same workload and
+                            thread count, measured in this invocation ('-' in the table and empty
+                            in CSV when parking_lot is not among --locks)
+    fairness_factor         share of all operations done by the busiest ceil(n/2) threads, mean
+                            over runs; 0.5 is perfectly fair for an even thread count, 1.0 means
+                            the busiest half did everything (always 1.0 for one thread)
+    max_min                 busiest thread's ops / idlest thread's ops, mean over runs
+                            ('inf' when a thread never got the lock)
+    remote_handoff_pct      percentage of handoffs that crossed nodes. A handoff is an acquisition
+                            whose previous holder was a different thread (re-acquisitions by the
+                            same thread are not handoffs); it is remote when the previous holder's
+                            node differs from the acquiring thread's node. The harness measures it
+                            inside the critical section from a last_thread/last_node pair stored
+                            with the protected data, identically for every lock; the remote
+                            penalty is applied at the same place. Summed over runs; 0 when there
+                            were no handoffs (one thread).
+  With --stats (build with --features stats), after remote_handoff_pct:
+    wait_p50_ns, wait_p99_ns, wait_max_ns
+                            time from the lock() call to holding the lock, per acquisition, from
+                            numa_locks::stats::snapshot (log buckets: a percentile overstates the
+                            exact one by at most half); p50 and p99 are means over runs, max the
+                            largest of any run; the whole run, start and stop included
+    hold_p50_ns, hold_p99_ns, hold_max_ns
+                            time from acquiring to unlocking, likewise
+                            ('-' in the table and empty in CSV for parking_lot and std, which
+                            keep no statistics)
+
+Progress goes to stderr, results to stdout. Bad input exits with code 2.";
+
+/// A comma list that clap keeps as one value (a `Vec` field would mean "repeatable option").
+#[derive(Clone, Debug)]
+struct List<T>(Vec<T>);
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "locktorture",
+    about = ABOUT,
+    override_usage = "cargo run --release --example locktorture -- [OPTIONS]",
+    after_help = AFTER_HELP,
+    args_override_self = true,
+    max_term_width = 100
+)]
+struct Args {
+    /// Comma list of locks to run; allowed: mcs, cna, hq, parking_lot, std
+    #[arg(long, value_name = "LIST", default_value = "mcs,cna,hq,parking_lot,std",
+          value_parser = parse_locks, allow_hyphen_values = true)]
+    locks: List<LockKind>,
+
+    /// Comma list of thread counts, each 1..=1024
+    #[arg(long, value_name = "LIST", default_value = "1,2,4,8",
+          value_parser = parse_threads, allow_hyphen_values = true)]
+    threads: List<usize>,
+
+    /// Length of one run in milliseconds, 1..=3600000
+    #[arg(long, value_name = "MS", default_value = "500",
+          value_parser = parse_duration_ms, allow_hyphen_values = true)]
+    duration_ms: u64,
+
+    /// Runs per (lock, workload, threads), 1..=1000
+    #[arg(long, value_name = "N", default_value = "3",
+          value_parser = parse_runs, allow_hyphen_values = true)]
+    runs: usize,
+
+    /// Comma list of critical sections; allowed: empty, counter, kv, freelist (see WORKLOADS)
+    #[arg(long, value_name = "LIST", default_value = "counter",
+          value_parser = parse_workloads, allow_hyphen_values = true)]
+    workload: List<WorkloadKind>,
+
+    /// Thread i pretends to run on node i % N, 1..=1024 (topology::set_thread_node); without it
+    /// each thread's node is topology::current_node(), read just before every lock()
+    #[arg(long, value_name = "N", value_parser = parse_virtual_nodes, allow_hyphen_values = true)]
+    virtual_nodes: Option<usize>,
+
+    /// NUMA emulation: a critical section entered on a different node than the previous holder's
+    /// first busy-spins P ns, standing in for the remote cache misses on the protected data,
+    /// 0..=10000000
+    #[arg(long, value_name = "P", default_value = "0",
+          value_parser = parse_penalty_ns, allow_hyphen_values = true)]
+    remote_penalty_ns: u64,
+
+    /// Whether this crate's locks let an arriving thread take a free lock ahead of queued
+    /// waiters (numa_locks::tunables::set_stealing); off makes every contended acquisition a
+    /// queue handoff, which is how the NUMA-aware policies show on a machine with few cores.
+    /// parking_lot and std are not affected
+    #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set,
+          value_parser = parse_stealing, allow_hyphen_values = true)]
+    stealing: bool,
+
+    /// Output format: table or csv
+    #[arg(long, value_name = "FORMAT", default_value = "table",
+          value_parser = parse_format, allow_hyphen_values = true)]
+    format: Format,
+
+    /// Also draw ops_per_sec against threads, one line per lock, as an SVG line chart; with
+    /// several workloads, one file per workload: FILE's stem + "-<workload>.svg"
+    #[arg(long, value_name = "FILE.svg", allow_hyphen_values = true)]
+    plot: Option<PathBuf>,
+
+    /// Report the p50/p99/max wait and hold times of this crate's locks beside the throughput
+    /// (numa_locks::stats; needs `--features stats`; see COLUMNS)
+    #[arg(long)]
+    stats: bool,
 }
 
-fn is_known_option(flag: &str) -> bool {
-    matches!(
-        flag,
-        "--locks"
-            | "--threads"
-            | "--duration-ms"
-            | "--runs"
-            | "--workload"
-            | "--virtual-nodes"
-            | "--remote-penalty-ns"
-            | "--stealing"
-            | "--format"
-    )
+/// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
+/// (printed, exit code 2) returns the exit code for `main` to return.
+pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitCode> {
+    let args = match Args::try_parse_from(args) {
+        Ok(args) => args,
+        Err(error) if error.kind() == ErrorKind::DisplayHelp => {
+            let _ = error.print();
+            return Err(ExitCode::SUCCESS);
+        }
+        Err(error) => return Err(report(&describe(&error))),
+    };
+    if args.stats && !cfg!(feature = "stats") {
+        return Err(report(
+            "--stats needs the wait and hold statistics of numa_locks' `stats` feature, which \
+             this build does not have; run: cargo run --release --example locktorture \
+             --features stats -- --stats",
+        ));
+    }
+    Ok(Options {
+        locks: args.locks.0,
+        threads: args.threads.0,
+        duration_ms: args.duration_ms,
+        runs: args.runs,
+        workloads: args.workload.0,
+        virtual_nodes: args.virtual_nodes,
+        remote_penalty_ns: args.remote_penalty_ns,
+        stealing: args.stealing,
+        format: args.format,
+        plot: args.plot,
+        stats: args.stats,
+    })
+}
+
+/// Prints `message` (without its `error: ` prefix) and the pointer to `--help`; exit code 2.
+fn report(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    eprintln!("run with --help for usage");
+    ExitCode::from(2)
+}
+
+/// A clap error in the hand-written parser's words, where it had them.
+fn describe(error: &clap::Error) -> String {
+    let context = |kind| match error.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.clone()),
+        _ => None,
+    };
+    match error.kind() {
+        // Our value parsers' messages, whole.
+        ErrorKind::ValueValidation => {
+            if let Some(ours) = std::error::Error::source(error)
+                .and_then(|source| source.downcast_ref::<CliError>())
+            {
+                return ours.0.clone();
+            }
+        }
+        ErrorKind::UnknownArgument => {
+            if let Some(arg) = context(ContextKind::InvalidArg) {
+                return format!("unknown option '{arg}'; allowed: {OPTION_NAMES}");
+            }
+        }
+        // An option at the end of the line, without its value.
+        ErrorKind::InvalidValue if context(ContextKind::InvalidValue).as_deref() == Some("") => {
+            if let Some(arg) = context(ContextKind::InvalidArg) {
+                // "--threads <LIST>" -> "--threads"
+                let flag = arg.split_whitespace().next().unwrap_or(&arg).to_string();
+                return format!("{flag} needs a value ({})", expected_value(&flag));
+            }
+        }
+        _ => {}
+    }
+    // Anything else as clap words it, without its own "error: " prefix and trailing help hint.
+    let rendered = error.render().to_string();
+    let message = rendered.trim_start_matches("error: ");
+    message
+        .split("\n\nFor more information")
+        .next()
+        .unwrap_or(message)
+        .trim_end()
+        .to_string()
 }
 
 /// What a valid value of `flag` looks like, for error messages.
@@ -317,6 +350,7 @@ fn expected_value(flag: &str) -> String {
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
         "--stealing" => "allowed: on, off".to_string(),
         "--format" => "allowed: table, csv".to_string(),
+        "--plot" => "a file name, e.g. throughput.svg".to_string(),
         _ => String::new(),
     }
 }
@@ -344,7 +378,7 @@ fn parse_names<T: Copy + PartialEq>(
     all: &[T],
     name: impl Fn(T) -> &'static str,
     what: &str,
-) -> Result<Vec<T>, CliError> {
+) -> Result<List<T>, CliError> {
     let mut chosen = Vec::new();
     for item in split_list(flag, value)? {
         let Some(&kind) = all.iter().find(|&&k| name(k) == item) else {
@@ -358,7 +392,7 @@ fn parse_names<T: Copy + PartialEq>(
             chosen.push(kind);
         }
     }
-    Ok(chosen)
+    Ok(List(chosen))
 }
 
 fn parse_number(flag: &str, value: &str, min: u64, max: u64) -> Result<u64, CliError> {
@@ -371,7 +405,7 @@ fn parse_number(flag: &str, value: &str, min: u64, max: u64) -> Result<u64, CliE
     }
 }
 
-fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<Vec<usize>, CliError> {
+fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<List<usize>, CliError> {
     let mut chosen = Vec::new();
     for item in split_list(flag, value)? {
         let n = match item.parse::<u64>() {
@@ -387,5 +421,62 @@ fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<Vec<
             chosen.push(n);
         }
     }
-    Ok(chosen)
+    Ok(List(chosen))
+}
+
+// One value parser per option: clap calls them with the value only, and every message names the
+// option.
+
+fn parse_locks(value: &str) -> Result<List<LockKind>, CliError> {
+    parse_names("--locks", value, &LockKind::ALL, LockKind::name, "lock")
+}
+
+fn parse_workloads(value: &str) -> Result<List<WorkloadKind>, CliError> {
+    parse_names(
+        "--workload",
+        value,
+        &WorkloadKind::ALL,
+        WorkloadKind::name,
+        "workload",
+    )
+}
+
+fn parse_threads(value: &str) -> Result<List<usize>, CliError> {
+    parse_number_list("--threads", value, 1, MAX_THREADS)
+}
+
+fn parse_duration_ms(value: &str) -> Result<u64, CliError> {
+    parse_number("--duration-ms", value, 1, MAX_DURATION_MS)
+}
+
+fn parse_runs(value: &str) -> Result<usize, CliError> {
+    parse_number("--runs", value, 1, MAX_RUNS).map(to_usize)
+}
+
+fn parse_virtual_nodes(value: &str) -> Result<usize, CliError> {
+    parse_number("--virtual-nodes", value, 1, MAX_VIRTUAL_NODES).map(to_usize)
+}
+
+fn parse_penalty_ns(value: &str) -> Result<u64, CliError> {
+    parse_number("--remote-penalty-ns", value, 0, MAX_PENALTY_NS)
+}
+
+fn parse_stealing(value: &str) -> Result<bool, CliError> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(CliError(format!(
+            "unknown value '{value}' in --stealing; allowed: on, off"
+        ))),
+    }
+}
+
+fn parse_format(value: &str) -> Result<Format, CliError> {
+    match value {
+        "table" => Ok(Format::Table),
+        "csv" => Ok(Format::Csv),
+        _ => Err(CliError(format!(
+            "unknown format '{value}' in --format; allowed: table, csv"
+        ))),
+    }
 }

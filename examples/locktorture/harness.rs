@@ -5,6 +5,7 @@
 
 use crate::cli::{LockKind, WorkloadKind};
 use crate::workload::{Counter, Empty, FreeList, Kv, Workload, XorShift};
+use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_locks::topology;
 use numa_locks::{CnaMutex, HqMutex, McsMutex};
 use std::hint::black_box;
@@ -32,13 +33,57 @@ pub trait LockUnderTest<T>: Sync {
     /// Runs `critical_section` with the lock held.
     fn with_lock<R>(&self, critical_section: impl FnOnce(&mut T) -> R) -> R;
 
+    /// The lock's wait and hold statistics (this crate's locks, feature `stats`), once the run
+    /// is over; `None` for locks that keep none.
+    fn stats(&self) -> Option<WaitHold> {
+        None
+    }
+
     /// The protected data, once the run is over.
     fn into_data(self) -> T;
 }
 
+/// p50, p99 and max of the wait and the hold times of one run, ns (`--stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WaitHold {
+    pub wait: [u64; 3],
+    pub hold: [u64; 3],
+}
+
+/// A `lock_api` raw mutex whose statistics the harness may read: this crate's, with feature
+/// `stats`. The default is none (parking_lot; this crate's without the feature).
+pub trait StatsSource: lock_api::RawMutex + Sized {
+    fn wait_hold<T>(_mutex: &lock_api::Mutex<Self, T>) -> Option<WaitHold> {
+        None
+    }
+}
+
+impl StatsSource for parking_lot::RawMutex {}
+
+macro_rules! stats_from_snapshot {
+    ($($raw:ty),*) => {$(
+        impl StatsSource for $raw {
+            #[cfg(feature = "stats")]
+            fn wait_hold<T>(mutex: &lock_api::Mutex<Self, T>) -> Option<WaitHold> {
+                let stats = numa_locks::stats::snapshot(mutex);
+                let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                let summary = |h: &numa_locks::stats::Histogram| {
+                    [ns(h.percentile(50.0)), ns(h.percentile(99.0)), ns(h.max())]
+                };
+                Some(WaitHold {
+                    wait: summary(&stats.wait),
+                    hold: summary(&stats.hold),
+                })
+            }
+        }
+    )*};
+}
+
+stats_from_snapshot!(RawMcs, RawCna, RawHq);
+
 impl<R, T> LockUnderTest<T> for lock_api::Mutex<R, T>
 where
-    R: lock_api::RawMutex + Send + Sync,
+    R: StatsSource + Send + Sync,
     T: Send,
 {
     fn new(data: T) -> Self {
@@ -48,6 +93,10 @@ where
     #[inline]
     fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
         critical_section(&mut self.lock())
+    }
+
+    fn stats(&self) -> Option<WaitHold> {
+        R::wait_hold(self)
     }
 
     fn into_data(self) -> T {
@@ -113,6 +162,9 @@ pub struct RunResult {
     pub per_thread: Vec<ThreadCounts>,
     /// What [`Workload::check`] found wrong with the protected data afterwards, if anything.
     pub violation: Option<String>,
+    /// The lock's wait and hold statistics over the whole run (start and stop included), if it
+    /// keeps them.
+    pub stats: Option<WaitHold>,
 }
 
 /// Runs `lock` with `workload` once.
@@ -188,11 +240,13 @@ where
         (elapsed, per_thread)
     });
     let ops = per_thread.iter().map(|counts| counts.ops).sum();
+    let stats = lock.stats();
     let violation = lock.into_data().workload.check(ops).err();
     RunResult {
         elapsed,
         per_thread,
         violation,
+        stats,
     }
 }
 

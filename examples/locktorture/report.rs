@@ -1,6 +1,10 @@
-//! Turns runs into rows (mean, deviation, fairness, handoffs) and prints them as a table or CSV.
+//! Turns runs into rows (mean, deviation, fairness, handoffs, and with `--stats` wait and hold
+//! percentiles) and prints them as a table or CSV, or draws them.
 
-use crate::harness::RunResult;
+use std::path::{Path, PathBuf};
+
+use crate::harness::{RunResult, WaitHold};
+use crate::plot::{self, Chart, Series};
 
 /// The CSV header, also the table's column names.
 pub const COLUMNS: [&str; 12] = [
@@ -16,6 +20,16 @@ pub const COLUMNS: [&str; 12] = [
     "fairness_factor",
     "max_min",
     "remote_handoff_pct",
+];
+
+/// The columns `--stats` appends.
+pub const STATS_COLUMNS: [&str; 6] = [
+    "wait_p50_ns",
+    "wait_p99_ns",
+    "wait_max_ns",
+    "hold_p50_ns",
+    "hold_p99_ns",
+    "hold_max_ns",
 ];
 
 /// One output line: a (lock, workload, threads) combination summarised over its runs.
@@ -39,6 +53,9 @@ pub struct Row {
     pub max_min: f64,
     /// Remote handoffs / handoffs over all runs, in percent (0 without handoffs).
     pub remote_handoff_pct: f64,
+    /// Wait and hold p50/p99 (means over runs) and max (over all runs), for locks that keep
+    /// statistics.
+    pub stats: Option<WaitHold>,
 }
 
 /// The identity of a row; the statistics are filled in by [`summarize`].
@@ -77,6 +94,7 @@ pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
         100.0 * remote as f64 / handoffs as f64
     };
 
+    let stats = combine_stats(runs);
     Row {
         lock: key.lock,
         workload: key.workload,
@@ -90,7 +108,28 @@ pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
         fairness_factor,
         max_min,
         remote_handoff_pct,
+        stats,
     }
+}
+
+/// The runs' statistics in one: the mean of each percentile, the largest maximum. `None` unless
+/// every run has them.
+fn combine_stats(runs: &[RunResult]) -> Option<WaitHold> {
+    let all: Vec<WaitHold> = runs.iter().map(|run| run.stats).collect::<Option<_>>()?;
+    let n = all.len() as u64;
+    if n == 0 {
+        return None;
+    }
+    let combine = |part: fn(&WaitHold) -> [u64; 3]| {
+        let sum = |i: usize| all.iter().map(|s| u128::from(part(s)[i])).sum::<u128>();
+        let mean = |i: usize| u64::try_from(sum(i) / u128::from(n)).unwrap_or(u64::MAX);
+        let max = all.iter().map(|s| part(s)[2]).max().unwrap_or(0);
+        [mean(0), mean(1), max]
+    };
+    Some(WaitHold {
+        wait: combine(|s| s.wait),
+        hold: combine(|s| s.hold),
+    })
 }
 
 /// Sets every row's speedup against the parking_lot row of the same workload and thread count.
@@ -144,9 +183,19 @@ fn fairness(run: &RunResult) -> Option<(f64, f64)> {
     Some((busiest_half as f64 / total as f64, max_min))
 }
 
-/// The row's cells, formatted; `missing` stands for an absent speedup.
-fn cells(row: &Row, missing: &str) -> [String; 12] {
-    [
+/// The header: [`COLUMNS`], and [`STATS_COLUMNS`] with `--stats`.
+fn header(stats: bool) -> Vec<&'static str> {
+    let mut header = COLUMNS.to_vec();
+    if stats {
+        header.extend(STATS_COLUMNS);
+    }
+    header
+}
+
+/// The row's cells, formatted; `missing` stands for an absent speedup or statistic. With `stats`,
+/// the six statistics columns follow.
+fn cells(row: &Row, missing: &str, stats: bool) -> Vec<String> {
+    let mut cells = vec![
         row.lock.to_string(),
         row.workload.to_string(),
         row.threads.to_string(),
@@ -160,22 +209,31 @@ fn cells(row: &Row, missing: &str) -> [String; 12] {
         format!("{:.4}", row.fairness_factor),
         format!("{:.3}", row.max_min),
         format!("{:.2}", row.remote_handoff_pct),
-    ]
+    ];
+    if stats {
+        match row.stats {
+            Some(s) => cells.extend(s.wait.iter().chain(&s.hold).map(u64::to_string)),
+            None => cells.extend(STATS_COLUMNS.map(|_| missing.to_string())),
+        }
+    }
+    cells
 }
 
-/// The header and one line per row, comma-separated; an absent speedup is an empty field.
-pub fn print_csv(rows: &[Row]) {
-    println!("{}", COLUMNS.join(","));
+/// The header and one line per row, comma-separated; an absent speedup or statistic is an empty
+/// field. The statistics columns only with `stats`.
+pub fn print_csv(rows: &[Row], stats: bool) {
+    println!("{}", header(stats).join(","));
     for row in rows {
-        println!("{}", cells(row, "").join(","));
+        println!("{}", cells(row, "", stats).join(","));
     }
 }
 
 /// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
-/// speedup is `-`. A blank line separates workloads.
-pub fn print_table(rows: &[Row]) {
-    let lines: Vec<[String; 12]> = rows.iter().map(|row| cells(row, "-")).collect();
-    let mut widths = COLUMNS.map(str::len);
+/// speedup or statistic is `-`. A blank line separates workloads.
+pub fn print_table(rows: &[Row], stats: bool) {
+    let header: Vec<String> = header(stats).iter().map(|c| c.to_string()).collect();
+    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "-", stats)).collect();
+    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
     for line in &lines {
         for (width, cell) in widths.iter_mut().zip(line) {
             *width = (*width).max(cell.len());
@@ -184,9 +242,9 @@ pub fn print_table(rows: &[Row]) {
     let format_line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
-            .zip(widths)
+            .zip(&widths)
             .enumerate()
-            .map(|(column, (cell, width))| {
+            .map(|(column, (cell, &width))| {
                 if column < 2 {
                     format!("{cell:<width$}")
                 } else {
@@ -196,7 +254,6 @@ pub fn print_table(rows: &[Row]) {
             .collect();
         padded.join("  ").trim_end().to_string()
     };
-    let header: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     println!("{}", format_line(&header));
     let mut previous_workload = None;
     for (row, line) in rows.iter().zip(&lines) {
@@ -206,4 +263,38 @@ pub fn print_table(rows: &[Row]) {
         previous_workload = Some(row.workload);
         println!("{}", format_line(line));
     }
+}
+
+/// Draws ops_per_sec against threads, one line per lock and one chart per workload; returns the
+/// files written (see [`plot::files_for`]).
+pub fn plot(path: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
+    let mut workloads: Vec<&str> = Vec::new();
+    for row in rows {
+        if !workloads.contains(&row.workload) {
+            workloads.push(row.workload);
+        }
+    }
+    let files = plot::files_for(path, &workloads);
+    for (&workload, file) in workloads.iter().zip(&files) {
+        let mut series: Vec<Series> = Vec::new();
+        for row in rows.iter().filter(|row| row.workload == workload) {
+            let point = (row.threads, row.ops_per_sec);
+            match series.iter_mut().find(|s| s.label == row.lock) {
+                Some(line) => line.points.push(point),
+                None => series.push(Series {
+                    label: row.lock.to_string(),
+                    points: vec![point],
+                }),
+            }
+        }
+        plot::draw(
+            file,
+            &Chart {
+                title: format!("locktorture: this machine, workload {workload}"),
+                y_label: "critical sections per second (mean over runs)".to_string(),
+                series,
+            },
+        )?;
+    }
+    Ok(files)
 }

@@ -564,10 +564,10 @@ impl Engine {
         let pause_cost = self.topo.machine.costs.pause;
         let me = self.current;
         let task = &mut self.tasks[me];
-        if task.hw.is_none() {
+        let Some(hw) = task.hw else {
             task.reset_iteration();
             return Pause::Go;
-        }
+        };
         task.clock += pause_cost;
         if !task.iter_pure {
             task.unchanged_iterations = 0;
@@ -605,6 +605,20 @@ impl Engine {
                 return Pause::Go;
             }
         };
+        // A write reserved on a line this iteration read, after that read (the read hit before
+        // the write's reservation invalidated the copy, and completed before the write will):
+        // the write has already woken the line's sleepers, so a sleep now would miss it. The
+        // next iteration's read misses and returns the new value instead.
+        if task.iter_lines.iter().any(|line_id| {
+            self.lines
+                .get(line_id)
+                .is_some_and(|line| !line.holders.contains(hw))
+        }) {
+            let task = &mut self.tasks[me];
+            task.reset_iteration();
+            return Pause::Go;
+        }
+        let task = &mut self.tasks[me];
         task.sleep_seq = task.sleep_seq.wrapping_add(1);
         let seq = task.sleep_seq;
         task.wait = Wait::Spinning { seq };

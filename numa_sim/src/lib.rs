@@ -153,6 +153,34 @@ pub fn now_ns() -> u64 {
     }
 }
 
+/// The calling simulated thread's virtual clock, ns, read for free: no cost, no scheduling
+/// point, not part of any spin iteration. For harnesses that must not perturb what they
+/// measure (a worker that checks whether its run is over between two acquisitions); code under
+/// test reads the clock with [`now_ns`], which costs what a clock read costs. Outside a
+/// simulation, the host clock of [`now_ns`].
+///
+/// ```
+/// use numa_sim::{Machine, Simulation, thread};
+///
+/// Simulation::new(Machine::by_name("x5-4").unwrap()).run(|| {
+///     let t = thread::spawn_on(0, || {
+///         let before = numa_sim::clock_ns();
+///         numa_sim::work(100);
+///         numa_sim::clock_ns() - before
+///     });
+///     assert_eq!(t.join(), 100);
+/// });
+/// ```
+pub fn clock_ns() -> u64 {
+    match engine::active() {
+        Some(cell) => {
+            let e = cell.borrow();
+            e.tasks[e.current].clock / 1000
+        }
+        None => host::now_ns(),
+    }
+}
+
 /// "The spin loop I am starting waits for what it reads to change, and gives up at
 /// `deadline_ns`" (on the [`now_ns`] clock; `u64::MAX`: never). Lets [`pause`] compress the
 /// loop into sleeps. Free, and a no-op outside virtual-time simulations.

@@ -199,6 +199,35 @@ fn a_spin_loop_sleeps_until_the_write_or_its_deadline() {
     assert!(report.simulated_accesses < 100, "{report:?}");
 }
 
+/// A write reserved between a spinner's last cache hit and its `pause` (the hit completes
+/// before the write does, so it reads the old value) must still end the spinner's sleep: the
+/// write has woken the line's sleepers already, so the spinner must not go to sleep on a copy the
+/// write has invalidated. The writer's store is swept over every ns around the moment the
+/// spinner's first hit is issued; each run must end.
+#[test]
+fn a_write_reserved_just_after_the_last_hit_still_wakes_the_spinner() {
+    let m = machine("x5-4");
+    let (a, b) = m.pair_of_class(LatencyClass::OtherSocket).unwrap();
+    for delay in 0..300 {
+        Simulation::new(m).jitter(0.0).run(move || {
+            let flag = Arc::new(AtomicU32::new(0));
+            let (f1, f2) = (flag.clone(), flag.clone());
+            let writer = thread::spawn_on(a, move || {
+                numa_sim::work(delay);
+                f1.store(1, Release);
+            });
+            let reader = thread::spawn_on(b, move || {
+                numa_sim::spin_deadline(u64::MAX);
+                while f2.load(Acquire) == 0 {
+                    numa_sim::pause();
+                }
+            });
+            writer.join();
+            reader.join();
+        });
+    }
+}
+
 #[test]
 fn undeclared_and_left_loops_run_as_written() {
     let m = machine("x5-4");

@@ -1,0 +1,161 @@
+//! `numasim`: the locktorture table on a simulated multi-socket machine, deterministic.
+//!
+//! McsMutex, CnaMutex and HqMutex run unchanged on a `numa_sim` machine (a preset such as the
+//! 4-socket X5-4 of the CNA series), beside two baseline **models** written for the simulator: a
+//! test-and-test-and-set lock shaped like parking_lot's `RawMutex` (`ttas`) and a plain spinning
+//! MCS queue lock standing in for the kernel's qspinlock queue (`spin-mcs`). Every simulated
+//! thread is pinned to its own hardware thread (numa_sim's "spread" placement) and loops "one
+//! critical section, then the workload's local work" for `--duration-us` of virtual time. The
+//! harness counts, inside every critical section, how many handoffs crossed NUMA nodes, from data
+//! stored with the protected lines, so every lock is measured the same way.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg numa_sim" cargo run --release --example numasim --target-dir target/sim -- \
+//!     --machine x5-4 --threads 1,2,4,8,16,32,72 --locks mcs,cna,hq,ttas --workload counter --seed 1
+//! RUSTFLAGS="--cfg numa_sim" cargo run --release --example numasim --target-dir target/sim -- --machine list
+//! RUSTFLAGS="--cfg numa_sim" cargo run --release --example numasim --target-dir target/sim -- --help
+//! ```
+//!
+//! The same arguments give the same output, byte for byte, except the `host_ms` column (host wall
+//! time). Results go to stdout, progress and errors to stderr. Exit codes: 0 success, 1 a run
+//! failed (mutual exclusion violated, or the simulator reported a deadlock or a runaway spin),
+//! 2 bad command line.
+//!
+//! Without `--cfg numa_sim` the locks use real atomics and cannot be simulated: the example then
+//! only prints how to build it and exits with code 2 (so `cargo build --examples` still works).
+
+#[cfg(numa_sim)]
+#[path = "numasim/baselines.rs"]
+mod baselines;
+#[cfg(numa_sim)]
+#[path = "numasim/cli.rs"]
+mod cli;
+#[cfg(numa_sim)]
+#[path = "numasim/harness.rs"]
+mod harness;
+#[cfg(numa_sim)]
+#[path = "common/plot.rs"]
+mod plot;
+#[cfg(numa_sim)]
+#[path = "numasim/report.rs"]
+mod report;
+#[cfg(numa_sim)]
+#[path = "numasim/workload.rs"]
+mod workload;
+
+use std::process::ExitCode;
+
+#[cfg(not(numa_sim))]
+fn main() -> ExitCode {
+    eprintln!(
+        "numasim runs the locks on a simulated machine and needs the numa_sim backend; build it with\n    \
+         RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --target-dir target/sim -- --help"
+    );
+    ExitCode::from(2)
+}
+
+#[cfg(numa_sim)]
+fn main() -> ExitCode {
+    use cli::{Command, Format};
+
+    let options = match cli::parse(std::env::args_os()) {
+        Ok(Command::ListMachines) => {
+            for machine in numa_sim::Machine::presets() {
+                println!("{}", machine.describe());
+            }
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Run(options)) => options,
+        Err(exit) => return exit,
+    };
+    let Some(rows) = sweep(&options) else {
+        return ExitCode::FAILURE;
+    };
+    match options.format {
+        Format::Table => report::print_table(&rows),
+        Format::Csv => report::print_csv(&rows),
+    }
+    if let Some(path) = &options.plot {
+        match report::plot(path, options.machine.name, &rows) {
+            Ok(written) => {
+                for file in written {
+                    eprintln!("numasim: wrote {}", file.display());
+                }
+            }
+            Err(error) => {
+                eprintln!("error: cannot write the plot: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs every (workload, threads, lock) once and summarises each; `None` if a run failed (the
+/// failure is reported on stderr).
+#[cfg(numa_sim)]
+fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
+    use std::time::Instant;
+
+    let machine = options.machine;
+    let total = options.workloads.len() * options.threads.len() * options.locks.len();
+    eprintln!(
+        "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
+         stealing {}",
+        options.duration_us,
+        machine.name,
+        machine.hw_threads(),
+        machine.node_count(),
+        options.seed,
+        if options.stealing { "on" } else { "off" },
+    );
+    let began = Instant::now();
+    let mut rows = Vec::new();
+    let mut done = 0;
+    let mut simulated_ops = 0u64;
+    for &workload in &options.workloads {
+        for &threads in &options.threads {
+            for &lock in &options.locks {
+                done += 1;
+                eprintln!(
+                    "[{done}/{total}] {} {} {threads}",
+                    lock.name(),
+                    workload.name()
+                );
+                let config = harness::RunConfig {
+                    machine,
+                    threads,
+                    duration_ns: options.duration_us * 1000,
+                    seed: options.seed,
+                    ttas_fairness: options.ttas_fairness,
+                };
+                let result = match harness::run_once(lock, workload, &config) {
+                    Ok(result) => result,
+                    Err(failure) => {
+                        eprintln!(
+                            "error: {} {} {threads} threads: {failure}",
+                            lock.name(),
+                            workload.name()
+                        );
+                        return None;
+                    }
+                };
+                simulated_ops += result.total_ops();
+                let key = report::RowKey {
+                    machine: machine.name,
+                    lock: lock.name(),
+                    workload: workload.name(),
+                    threads,
+                };
+                rows.push(report::summarize(key, options.duration_us, &result));
+            }
+        }
+    }
+    report::fill_speedups(&mut rows);
+    eprintln!(
+        "numasim: {total} runs, {simulated_ops} simulated critical sections, done in {:.1} s of \
+         host time",
+        began.elapsed().as_secs_f64()
+    );
+    Some(rows)
+}

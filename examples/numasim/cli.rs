@@ -1,0 +1,410 @@
+//! The command line of `numasim` (clap derive), validated into [`Options`].
+//!
+//! Every bad input is reported on stderr with the offending value and what is allowed, and exits
+//! with code 2: clap's own errors (unknown option, missing value, a value its parsers reject) and
+//! the checks that need the machine (thread counts) or the crate's tunable setters.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use numa_sim::Machine;
+
+/// The locks `numasim` can run, in their default order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// `numa_locks::McsMutex`, the baseline of the speedup column.
+    Mcs,
+    /// `numa_locks::CnaMutex`.
+    Cna,
+    /// `numa_locks::HqMutex`.
+    Hq,
+    /// The model of parking_lot's `RawMutex` (baselines.rs).
+    Ttas,
+    /// The model of a plain spinning MCS lock, the kernel qspinlock's queue (baselines.rs).
+    SpinMcs,
+}
+
+impl LockKind {
+    /// Every lock, in the order the help lists them.
+    pub const ALL: [LockKind; 5] = [Self::Mcs, Self::Cna, Self::Hq, Self::Ttas, Self::SpinMcs];
+
+    /// The name used on the command line and in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mcs => "mcs",
+            Self::Cna => "cna",
+            Self::Hq => "hq",
+            Self::Ttas => "ttas",
+            Self::SpinMcs => "spin-mcs",
+        }
+    }
+}
+
+/// What a critical section does (see the help's WORKLOADS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    /// The reference: 2 protected lines written, 50 ns inside, 200 ns outside.
+    Counter,
+    /// A skewed get/put on a simulated hash table.
+    Kv,
+    /// Pop and push at the head of a free list of 64-byte blocks.
+    FreeList,
+    /// The kernel's locktorture spin_lock writer.
+    LockTorture,
+}
+
+impl WorkloadKind {
+    /// Every workload, in the order the help lists them.
+    pub const ALL: [WorkloadKind; 4] = [Self::Counter, Self::Kv, Self::FreeList, Self::LockTorture];
+
+    /// The name used on the command line and in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Kv => "kv",
+            Self::FreeList => "freelist",
+            Self::LockTorture => "locktorture",
+        }
+    }
+}
+
+/// How the results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    // (No doc comments on the variants: clap would list them as the values' help.)
+    // An aligned human-readable table.
+    Table,
+    // Comma-separated values with a fixed header.
+    Csv,
+}
+
+/// `on` / `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// A comma list that clap keeps as one value (a `Vec` field would mean "repeatable option").
+#[derive(Clone, Debug)]
+pub struct List<T>(pub Vec<T>);
+
+/// The thread counts of the default sweep (those above the machine's hardware threads dropped).
+const DEFAULT_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 72];
+/// The longest simulated run: 1 s. Shuttle keeps about 16 bytes per scheduling decision, and a
+/// simulated second of a hot lock is some 10^7 to 10^8 decisions.
+const MAX_DURATION_US: u64 = 1_000_000;
+
+const ABOUT: &str = "\
+numasim: McsMutex, CnaMutex and HqMutex on a simulated multi-socket machine (numa_sim), beside
+models of parking_lot's mutex and of a spinning MCS lock; throughput, fairness and cross-node
+handoffs per lock, workload and thread count. Deterministic: the same arguments give the same
+output (except host_ms).";
+
+const AFTER_HELP: &str = "\
+LOCKS:
+    mcs, cna, hq  this crate's McsMutex, CnaMutex, HqMutex: the real code, unchanged
+    ttas          MODEL of parking_lot 0.12/0.13's RawMutex: a test-and-test-and-set word with
+                  LOCKED/PARKED bits, one-CAS fast path; the slow path spins with SpinWait's
+                  schedule (1, 2, 4 pauses, then yields; 10 tries) while nobody is parked, then
+                  parks in the lock's FIFO of parked threads (a queue under a small word lock,
+                  standing in for parking_lot's bucket); unlock wakes one parked thread and, with
+                  --ttas-fairness on, about every 0.5 ms hands it the lock directly (parking_lot
+                  0.12's eventual fairness; 0.13 dropped it: --ttas-fairness off)
+    spin-mcs      MODEL of a plain spinning MCS queue lock without parking (the kernel
+                  qspinlock's queue), one padded queue node per simulated thread
+    The models are written for the simulator on numa_sim's atomics (examples/numasim/
+    baselines.rs); they are not the real parking_lot or kernel code.
+
+WORKLOADS (what one critical section does; every thread is pinned, spread over the machine):
+    counter      the reference: write 2 protected 64-byte lines, 50 ns of work inside;
+                 200 ns of work between acquisitions
+    kv           one get (90%) or put (10%) on a simulated hash table of 65536 keys (131072
+                 buckets: a header line, 2048 control lines, 32768 entry lines): hash 20 ns,
+                 then the control line, then the entry line, each a dependent miss; skewed keys
+                 (key = r1 % (r2 % 65536 + 1)); 10 ns of work between acquisitions
+    freelist     pop a 64-byte block from a shared free list and push back the block popped
+                 last time (list head, then the two blocks: a page allocator's zone lock);
+                 10 ns of work between acquisitions
+    locktorture  the kernel's locktorture spin_lock writer (v5.10, as in the CNA series): an
+                 empty critical section (one shared line written) that with probability
+                 1/(4*threads) holds the lock 2 us; nothing between acquisitions
+
+COLUMNS:
+    sim_ops_per_sec     critical sections entered per simulated second, all threads
+    speedup_vs_mcs      sim_ops_per_sec / mcs's for the same machine, workload and threads in this
+                        invocation ('-' in the table, empty in CSV without mcs in --locks)
+    fairness_factor     share of the ops done by the busiest ceil(n/2) threads (0.5 fair for even
+                        n, 1.0 when the busiest half did everything)
+    max_min             busiest thread's ops / idlest thread's ops ('inf' when one did none)
+    remote_handoff_pct  handoffs (acquisitions whose previous holder was another thread) whose
+                        previous holder was on another NUMA node, in percent; measured inside the
+                        critical section from data stored with the protected lines, identically
+                        for every lock
+    host_ms             host wall time of the run (the only column that differs between runs)
+
+Progress goes to stderr, results to stdout. Bad input exits with code 2, a failed run with 1.
+Build: RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --target-dir target/sim";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "numasim",
+    about = ABOUT,
+    after_help = AFTER_HELP,
+    args_override_self = true,
+    max_term_width = 100
+)]
+struct Args {
+    /// The simulated machine: a numa_sim preset (x5-4, kunpeng920, epyc-2s, 2s-generic), or
+    /// `list` to print every preset with its description and exit
+    #[arg(long, value_name = "NAME", default_value = "x5-4")]
+    machine: String,
+
+    /// Comma list of thread counts, each from 1 to the machine's hardware threads
+    /// [default: 1,2,4,8,16,32,72, without those above the machine's hardware threads]
+    #[arg(long, value_name = "LIST", value_parser = parse_threads, allow_hyphen_values = true)]
+    threads: Option<List<usize>>,
+
+    /// Comma list of locks; allowed: mcs, cna, hq, ttas, spin-mcs (ttas and spin-mcs are models,
+    /// see LOCKS)
+    #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
+    locks: List<LockKind>,
+
+    /// Comma list of workloads; allowed: counter, kv, freelist, locktorture
+    #[arg(long, value_name = "LIST", value_parser = parse_workloads, default_value = "counter")]
+    workload: List<WorkloadKind>,
+
+    /// Seed of the simulation (transfer-cost jitter, the locks' and workloads' random choices)
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+
+    /// Simulated length of one run in microseconds, 1 to 1000000
+    #[arg(long, value_name = "US", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_US))]
+    duration_us: u64,
+
+    /// Whether this crate's locks let an arriving thread take a free lock ahead of queued waiters
+    /// (numa_locks::tunables::set_stealing); the models are not affected
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    stealing: Switch,
+
+    /// Whether the ttas model hands the lock directly to the thread it wakes about every 0.5 ms
+    /// (parking_lot 0.12's eventual fairness; 0.13 has none)
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    ttas_fairness: Switch,
+
+    /// Output format: an aligned table, or CSV with a fixed header
+    #[arg(long, value_name = "FORMAT", default_value = "table")]
+    format: Format,
+
+    /// Also draw throughput against threads, one line per lock, as an SVG line chart; with
+    /// several workloads, one file per workload: FILE's stem + "-<workload>.svg"
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+
+    /// Tunable for experiments: how long this crate's waiters spin before they park, in
+    /// microseconds (numa_locks::tunables::set_spin_time) [default: 5]
+    #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
+    spin_us: Option<f64>,
+
+    /// Tunable: how long the queue head tolerates stealers, in microseconds
+    /// (tunables::set_steal_bound) [default: 1000]
+    #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
+    steal_bound_us: Option<f64>,
+
+    /// Tunable: the age at which CNA flushes its secondary queue, in microseconds
+    /// (tunables::set_cna_flush_threshold) [default: 1000]
+    #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
+    cna_flush_us: Option<f64>,
+
+    /// Tunable: consecutive handoffs HQ keeps within a node (tunables::set_hq_local_handoffs)
+    /// [default: 1000]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    hq_local_handoffs: Option<u64>,
+}
+
+/// A fully validated command line.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The simulated machine.
+    pub machine: &'static Machine,
+    /// Thread counts, in order, without duplicates, each within the machine.
+    pub threads: Vec<usize>,
+    /// Locks, in order, without duplicates.
+    pub locks: Vec<LockKind>,
+    /// Workloads, in order, without duplicates.
+    pub workloads: Vec<WorkloadKind>,
+    /// The simulation's seed.
+    pub seed: u64,
+    /// Simulated length of one run.
+    pub duration_us: u64,
+    /// Whether this crate's locks may steal.
+    pub stealing: bool,
+    /// Whether the ttas model has parking_lot 0.12's eventual fairness.
+    pub ttas_fairness: bool,
+    /// Output format.
+    pub format: Format,
+    /// Where to draw the chart(s).
+    pub plot: Option<PathBuf>,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    /// `--machine list`.
+    ListMachines,
+    /// Run the sweep.
+    Run(Options),
+}
+
+/// Parses and validates the command line (program name first), and applies the tunables. On
+/// error or `--help`, the message has been printed and the caller exits with the code returned.
+pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, ExitCode> {
+    let args = match Args::try_parse_from(args) {
+        Ok(args) => args,
+        Err(error) => {
+            // clap prints help and version to stdout (exit 0), errors to stderr (exit 2).
+            let _ = error.print();
+            return Err(ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2)));
+        }
+    };
+    validate(args).map_err(|message| {
+        eprintln!("error: {message}");
+        eprintln!("run with --help for usage");
+        ExitCode::from(2)
+    })
+}
+
+fn validate(args: Args) -> Result<Command, String> {
+    if args.machine == "list" {
+        return Ok(Command::ListMachines);
+    }
+    let machine = Machine::by_name(&args.machine).map_err(|unknown| {
+        format!(
+            "invalid value '{}' for --machine: {unknown}, or list",
+            args.machine
+        )
+    })?;
+    let threads = match args.threads.clone() {
+        Some(List(threads)) => {
+            for &n in &threads {
+                numa_sim::placement(machine, n)
+                    .map_err(|too_many| format!("invalid value '{n}' in --threads: {too_many}"))?;
+            }
+            threads
+        }
+        None => DEFAULT_THREADS
+            .into_iter()
+            .filter(|&n| n <= machine.hw_threads())
+            .collect(),
+    };
+    apply_tunables(&args)?;
+    Ok(Command::Run(Options {
+        machine,
+        threads,
+        locks: args.locks.0,
+        workloads: args.workload.0,
+        seed: args.seed,
+        duration_us: args.duration_us,
+        stealing: args.stealing == Switch::On,
+        ttas_fairness: args.ttas_fairness == Switch::On,
+        format: args.format,
+        plot: args.plot,
+    }))
+}
+
+/// Sets the crate's tunables through their validated setters; their errors name the value and
+/// the allowed range.
+fn apply_tunables(args: &Args) -> Result<(), String> {
+    use numa_locks::tunables;
+
+    let micros = |us: f64| Duration::from_secs_f64(us / 1e6);
+    // Always valid: set_stealing returns Result like every setter.
+    let _ = tunables::set_stealing(args.stealing == Switch::On);
+    if let Some(us) = args.spin_us {
+        tunables::set_spin_time(micros(us)).map_err(|e| format!("--spin-us {us}: {e}"))?;
+    }
+    if let Some(us) = args.steal_bound_us {
+        tunables::set_steal_bound(micros(us)).map_err(|e| format!("--steal-bound-us {us}: {e}"))?;
+    }
+    if let Some(us) = args.cna_flush_us {
+        tunables::set_cna_flush_threshold(micros(us))
+            .map_err(|e| format!("--cna-flush-us {us}: {e}"))?;
+    }
+    if let Some(n) = args.hq_local_handoffs {
+        tunables::set_hq_local_handoffs(n).map_err(|e| format!("--hq-local-handoffs {n}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Splits a comma list, rejecting empty items (`1,,2`, a trailing comma, an empty value).
+fn split_list<'a>(value: &'a str, expected: &str) -> Result<Vec<&'a str>, String> {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    if items.iter().any(|item| item.is_empty()) {
+        return Err(format!("empty item in the list; expected {expected}"));
+    }
+    Ok(items)
+}
+
+fn parse_names<T: Copy + PartialEq>(
+    value: &str,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+    what: &str,
+) -> Result<List<T>, String> {
+    let allowed: Vec<&str> = all.iter().map(|&k| name(k)).collect();
+    let allowed = allowed.join(", ");
+    let mut chosen = Vec::new();
+    for item in split_list(value, &format!("a comma list; allowed: {allowed}"))? {
+        let kind = all
+            .iter()
+            .copied()
+            .find(|&k| name(k) == item)
+            .ok_or_else(|| format!("unknown {what} '{item}'; allowed: {allowed}"))?;
+        if !chosen.contains(&kind) {
+            chosen.push(kind);
+        }
+    }
+    Ok(List(chosen))
+}
+
+fn parse_locks(value: &str) -> Result<List<LockKind>, String> {
+    parse_names(value, &LockKind::ALL, LockKind::name, "lock")
+}
+
+fn parse_workloads(value: &str) -> Result<List<WorkloadKind>, String> {
+    parse_names(value, &WorkloadKind::ALL, WorkloadKind::name, "workload")
+}
+
+fn parse_threads(value: &str) -> Result<List<usize>, String> {
+    let expected = format!(
+        "a comma list of integers from 1 to the machine's hardware threads (at most {}), e.g. 1,2,4,8",
+        numa_sim::MAX_HW_THREADS
+    );
+    let mut chosen = Vec::new();
+    for item in split_list(value, &expected)? {
+        let n = match item.parse::<usize>() {
+            Ok(n) if (1..=numa_sim::MAX_HW_THREADS).contains(&n) => n,
+            _ => {
+                return Err(format!(
+                    "'{item}' is not a thread count; expected {expected}"
+                ));
+            }
+        };
+        if !chosen.contains(&n) {
+            chosen.push(n);
+        }
+    }
+    Ok(List(chosen))
+}
+
+/// A non-negative number of microseconds; the setters check the range.
+fn parse_micros(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(us) if (0.0..=1e12).contains(&us) => Ok(us),
+        _ => Err("expected a non-negative number of microseconds, e.g. 5 or 0.5".to_string()),
+    }
+}

@@ -1,0 +1,281 @@
+//! One simulated run: spawn the pinned threads, let them hammer one lock for the run's virtual
+//! duration, count.
+//!
+//! The handoff bookkeeping lives here, inside every critical section, on the first protected
+//! line (which every workload writes), so every lock, this crate's and the models, is measured
+//! by exactly the same code. Everything a run allocates is created inside the simulation and
+//! padded to whole cache lines, so its line layout, and thus the result, does not depend on
+//! where the allocator puts it.
+
+use std::cell::UnsafeCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_sim::{Machine, Simulation, thread};
+
+use crate::baselines::{SpinMcs, Ttas};
+use crate::cli::{LockKind, WorkloadKind};
+use crate::workload::{Counter, FreeList, Kv, LockTorture, Workload, XorShift};
+
+/// `Head::last_thread` before the first acquisition.
+const NO_THREAD: usize = usize::MAX;
+
+/// A lock the harness can drive: this crate's mutexes and the baseline models.
+pub trait SimLock: Send + Sync + 'static {
+    /// A new unlocked lock for `threads` simulated threads, built with the run's options.
+    fn new(threads: usize, config: &RunConfig) -> Self;
+
+    /// Runs `critical_section` with the lock held by simulated thread `me` (0..threads).
+    fn with_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R;
+}
+
+/// This crate's locks, through `lock_api`, exactly as users take them.
+pub struct CrateLock<R: lock_api::RawMutex>(lock_api::Mutex<R, ()>);
+
+impl<R> SimLock for CrateLock<R>
+where
+    R: lock_api::RawMutex + Send + Sync + 'static,
+{
+    fn new(_threads: usize, _config: &RunConfig) -> Self {
+        CrateLock(lock_api::Mutex::new(()))
+    }
+
+    #[inline]
+    fn with_lock<U>(&self, _me: usize, critical_section: impl FnOnce() -> U) -> U {
+        let _guard = self.0.lock();
+        critical_section()
+    }
+}
+
+/// The parameters of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct RunConfig {
+    /// The simulated machine.
+    pub machine: &'static Machine,
+    /// Simulated threads, pinned with `numa_sim::placement`.
+    pub threads: usize,
+    /// Critical sections entered before this virtual time (ns) count.
+    pub duration_ns: u64,
+    /// The simulation's seed.
+    pub seed: u64,
+    /// The ttas model's eventual fairness.
+    pub ttas_fairness: bool,
+}
+
+/// What one simulated thread counted.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadCounts {
+    /// Critical sections entered within the run's duration.
+    pub ops: u64,
+    /// Of those, acquisitions whose previous holder was another thread.
+    pub handoffs: u64,
+    /// Of those, handoffs whose previous holder was on another NUMA node.
+    pub remote_handoffs: u64,
+    /// Critical sections entered after the end (while leaving): not counted above.
+    pub late: u64,
+}
+
+/// The outcome of one run.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// One entry per simulated thread.
+    pub per_thread: Vec<ThreadCounts>,
+    /// Host wall time of the simulation.
+    pub host_time: Duration,
+}
+
+impl RunResult {
+    /// Critical sections entered within the duration, all threads.
+    pub fn total_ops(&self) -> u64 {
+        self.per_thread.iter().map(|c| c.ops).sum()
+    }
+}
+
+/// The harness's bookkeeping, on the first protected line: every workload's critical section
+/// writes this line (`Workload::critical_section` gets its address), so the accesses below are
+/// costed by the simulator as part of it.
+struct Head {
+    /// The thread that held the lock last ([`NO_THREAD`] before the first acquisition).
+    last_thread: usize,
+    /// The NUMA node of the last holder.
+    last_node: usize,
+    /// Set while a thread is inside the critical section: a second one finding it set means
+    /// mutual exclusion was violated.
+    inside: bool,
+    /// Critical sections entered (counted or not).
+    entries: u64,
+    /// Critical sections that found `inside` set.
+    violations: u64,
+}
+
+/// Everything a lock protects. Only accessed by the holder of `Shared::lock`.
+struct Protected<W> {
+    head: CachePadded<Head>,
+    workload: W,
+}
+
+/// A lock and its protected data, each on its own lines.
+struct Shared<L, W> {
+    lock: CachePadded<L>,
+    data: CachePadded<UnsafeCell<Protected<W>>>,
+}
+
+// SAFETY: `data` is only accessed by the thread that holds `lock` (and by the harness after every
+// worker has been joined); the `inside` flag checks the first part.
+unsafe impl<L: Sync, W: Send> Sync for Shared<L, W> {}
+
+/// Runs `lock` with `workload` once. `Err` carries the simulator's failure report (a deadlock,
+/// a runaway spin) or the mutual-exclusion violation found.
+pub fn run_once(
+    lock: LockKind,
+    workload: WorkloadKind,
+    config: &RunConfig,
+) -> Result<RunResult, String> {
+    match workload {
+        WorkloadKind::Counter => run_workload::<Counter>(lock, config),
+        WorkloadKind::Kv => run_workload::<Kv>(lock, config),
+        WorkloadKind::FreeList => run_workload::<FreeList>(lock, config),
+        WorkloadKind::LockTorture => run_workload::<LockTorture>(lock, config),
+    }
+}
+
+fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunResult, String> {
+    match lock {
+        LockKind::Mcs => run::<CrateLock<RawMcs>, W>(config),
+        LockKind::Cna => run::<CrateLock<RawCna>, W>(config),
+        LockKind::Hq => run::<CrateLock<RawHq>, W>(config),
+        LockKind::Ttas => run::<Ttas, W>(config),
+        LockKind::SpinMcs => run::<SpinMcs, W>(config),
+    }
+}
+
+/// What the simulation hands back to the host: per-thread counts and the data check.
+type Outcome = (Vec<ThreadCounts>, Result<(), String>);
+
+fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String> {
+    let config = *config;
+    let outcome: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
+    let out = outcome.clone();
+    let simulation = Simulation::new(config.machine).seed(config.seed);
+    let report = catch_unwind(AssertUnwindSafe(|| {
+        simulation.run(move || {
+            let shared = Arc::new(Shared {
+                lock: CachePadded::new(L::new(config.threads, &config)),
+                data: CachePadded::new(UnsafeCell::new(Protected {
+                    head: CachePadded::new(Head {
+                        last_thread: NO_THREAD,
+                        last_node: 0,
+                        inside: false,
+                        entries: 0,
+                        violations: 0,
+                    }),
+                    workload: W::new(config.threads),
+                })),
+            });
+            let placement = numa_sim::placement(config.machine, config.threads)
+                .expect("the command line checked the thread count");
+            let workers: Vec<_> = placement
+                .into_iter()
+                .enumerate()
+                .map(|(id, hw)| {
+                    let shared = shared.clone();
+                    thread::spawn_on(hw, move || worker(id, &shared, &config))
+                })
+                .collect();
+            let per_thread: Vec<ThreadCounts> = workers.into_iter().map(|w| w.join()).collect();
+            // SAFETY: every worker has been joined; nobody else holds the lock.
+            let data = unsafe { &*shared.data.get() };
+            let entries: u64 = per_thread.iter().map(|c| c.ops + c.late).sum();
+            let check = if data.head.violations != 0 {
+                Err(format!(
+                    "MUTUAL EXCLUSION VIOLATED: {} critical sections found another thread inside",
+                    data.head.violations
+                ))
+            } else if data.head.entries != entries {
+                Err(format!(
+                    "MUTUAL EXCLUSION VIOLATED: the protected count is {}, but the threads \
+                     entered {entries} critical sections (lost updates)",
+                    data.head.entries
+                ))
+            } else {
+                data.workload.check(entries)
+            };
+            *out.lock().unwrap_or_else(PoisonError::into_inner) = Some((per_thread, check));
+        })
+    }))
+    .map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "the simulation panicked".to_string());
+        format!("the simulation failed: {message}")
+    })?;
+    let (per_thread, check) = outcome
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+        .ok_or("the simulation ended without a result")?;
+    check?;
+    Ok(RunResult {
+        per_thread,
+        host_time: report.host_time,
+    })
+}
+
+/// One simulated thread: one critical section, then the workload's local work, until the run's
+/// virtual time is over. The end is checked with the free clock peek, so the check costs nothing
+/// simulated and does not change what is measured.
+fn worker<L: SimLock, W: Workload>(
+    id: usize,
+    shared: &Shared<L, W>,
+    config: &RunConfig,
+) -> ThreadCounts {
+    // Pinned: the node never changes.
+    let node = numa_sim::current_node();
+    let mut rng = XorShift::new(numa_sim::thread_seed());
+    let mut local = W::Local::default();
+    let mut counts = ThreadCounts::default();
+    let end = config.duration_ns;
+    while numa_sim::clock_ns() < end {
+        let input = W::prepare(&mut rng, config.threads);
+        shared.lock.with_lock(id, || {
+            // SAFETY: we hold the lock; `inside` catches anyone else who thinks so too.
+            let data = unsafe { &mut *shared.data.get() };
+            let head = &mut *data.head;
+            if head.inside {
+                head.violations += 1;
+            }
+            head.inside = true;
+            head.entries += 1;
+            let counted = numa_sim::clock_ns() < end;
+            if head.last_thread != id {
+                if head.last_thread != NO_THREAD && counted {
+                    counts.handoffs += 1;
+                    if head.last_node != node {
+                        counts.remote_handoffs += 1;
+                    }
+                }
+                head.last_thread = id;
+            }
+            head.last_node = node;
+            if counted {
+                counts.ops += 1;
+            } else {
+                counts.late += 1;
+            }
+            let head_line = (head as *const Head).cast::<u8>();
+            data.workload.critical_section(head_line, input, &mut local);
+            let head = &mut *data.head;
+            if !head.inside {
+                head.violations += 1;
+            }
+            head.inside = false;
+        });
+        W::between_acquisitions();
+    }
+    counts
+}

@@ -1,0 +1,204 @@
+//! Turns runs into rows (throughput, fairness, handoffs) and prints them as a table or CSV, or
+//! draws them.
+
+use std::path::{Path, PathBuf};
+
+use crate::harness::RunResult;
+use crate::plot::{self, Chart, Series};
+
+/// The CSV header, also the table's column names.
+pub const COLUMNS: [&str; 10] = [
+    "machine",
+    "lock",
+    "workload",
+    "threads",
+    "sim_ops_per_sec",
+    "speedup_vs_mcs",
+    "fairness_factor",
+    "max_min",
+    "remote_handoff_pct",
+    "host_ms",
+];
+
+/// The identity of a row.
+#[derive(Clone, Copy, Debug)]
+pub struct RowKey {
+    pub machine: &'static str,
+    pub lock: &'static str,
+    pub workload: &'static str,
+    pub threads: usize,
+}
+
+/// One output line: one run of a (lock, workload, threads).
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub key: RowKey,
+    /// Critical sections entered per simulated second, all threads.
+    pub ops_per_sec: f64,
+    /// `ops_per_sec` over mcs's, when mcs ran.
+    pub speedup: Option<f64>,
+    /// The busiest ceil(n/2) threads' share of the ops (`NaN` when nobody did any).
+    pub fairness_factor: f64,
+    /// Busiest over idlest thread's ops (infinite when a thread did none).
+    pub max_min: f64,
+    /// Remote handoffs / handoffs, in percent (0 without handoffs).
+    pub remote_handoff_pct: f64,
+    /// Host wall time of the run, ms.
+    pub host_ms: f64,
+}
+
+/// Summarises one run; `speedup` is left for [`fill_speedups`].
+pub fn summarize(key: RowKey, duration_us: u64, run: &RunResult) -> Row {
+    let ops: Vec<u64> = run.per_thread.iter().map(|c| c.ops).collect();
+    let (fairness_factor, max_min) = fairness(&ops);
+    let (handoffs, remote) = run.per_thread.iter().fold((0u64, 0u64), |(h, r), c| {
+        (h + c.handoffs, r + c.remote_handoffs)
+    });
+    Row {
+        key,
+        ops_per_sec: run.total_ops() as f64 / (duration_us as f64 * 1e-6),
+        speedup: None,
+        fairness_factor,
+        max_min,
+        remote_handoff_pct: if handoffs == 0 {
+            0.0
+        } else {
+            100.0 * remote as f64 / handoffs as f64
+        },
+        host_ms: run.host_time.as_secs_f64() * 1e3,
+    }
+}
+
+/// (fairness factor, max/min) of per-thread op counts, as locktorture computes them.
+fn fairness(ops: &[u64]) -> (f64, f64) {
+    let mut sorted = ops.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let total: u64 = sorted.iter().sum();
+    if total == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let busiest_half: u64 = sorted.iter().take(sorted.len().div_ceil(2)).sum();
+    let (max, min) = (sorted[0], sorted[sorted.len() - 1]);
+    let max_min = if min == 0 {
+        f64::INFINITY
+    } else {
+        max as f64 / min as f64
+    };
+    (busiest_half as f64 / total as f64, max_min)
+}
+
+/// Sets every row's speedup against the mcs row of the same machine, workload and threads.
+pub fn fill_speedups(rows: &mut [Row]) {
+    let baselines: Vec<(RowKey, f64)> = rows
+        .iter()
+        .filter(|row| row.key.lock == "mcs")
+        .map(|row| (row.key, row.ops_per_sec))
+        .collect();
+    for row in rows {
+        row.speedup = baselines
+            .iter()
+            .find(|(key, _)| {
+                key.machine == row.key.machine
+                    && key.workload == row.key.workload
+                    && key.threads == row.key.threads
+            })
+            .map(|&(_, baseline)| row.ops_per_sec / baseline);
+    }
+}
+
+/// The row's cells, formatted; `missing` stands for an absent speedup.
+fn cells(row: &Row, missing: &str) -> [String; 10] {
+    [
+        row.key.machine.to_string(),
+        row.key.lock.to_string(),
+        row.key.workload.to_string(),
+        row.key.threads.to_string(),
+        format!("{:.0}", row.ops_per_sec),
+        row.speedup
+            .map_or_else(|| missing.to_string(), |s| format!("{s:.3}")),
+        format!("{:.4}", row.fairness_factor),
+        format!("{:.3}", row.max_min),
+        format!("{:.2}", row.remote_handoff_pct),
+        format!("{:.1}", row.host_ms),
+    ]
+}
+
+/// The header and one line per row, comma-separated; an absent speedup is an empty field.
+pub fn print_csv(rows: &[Row]) {
+    println!("{}", COLUMNS.join(","));
+    for row in rows {
+        println!("{}", cells(row, "").join(","));
+    }
+}
+
+/// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
+/// speedup is `-`. A blank line separates workloads. `host_ms` is the last column, so its
+/// width cannot shift the others.
+pub fn print_table(rows: &[Row]) {
+    let lines: Vec<[String; 10]> = rows.iter().map(|row| cells(row, "-")).collect();
+    let mut widths = COLUMNS.map(str::len);
+    for line in &lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let format_line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(column, (cell, width))| {
+                if column < 3 {
+                    format!("{cell:<width$}")
+                } else {
+                    format!("{cell:>width$}")
+                }
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let header: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    println!("{}", format_line(&header));
+    let mut previous_workload = None;
+    for (row, line) in rows.iter().zip(&lines) {
+        if previous_workload.is_some_and(|w| w != row.key.workload) {
+            println!();
+        }
+        previous_workload = Some(row.key.workload);
+        println!("{}", format_line(line));
+    }
+}
+
+/// Draws simulated throughput against threads, one line per lock and one chart per workload;
+/// returns the files written (see [`plot::files_for`]).
+pub fn plot(path: &Path, machine: &str, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
+    let mut workloads: Vec<&str> = Vec::new();
+    for row in rows {
+        if !workloads.contains(&row.key.workload) {
+            workloads.push(row.key.workload);
+        }
+    }
+    let files = plot::files_for(path, &workloads);
+    for (&workload, file) in workloads.iter().zip(&files) {
+        let mut series: Vec<Series> = Vec::new();
+        for row in rows.iter().filter(|row| row.key.workload == workload) {
+            let point = (row.key.threads, row.ops_per_sec);
+            match series.iter_mut().find(|s| s.label == row.key.lock) {
+                Some(line) => line.points.push(point),
+                None => series.push(Series {
+                    label: row.key.lock.to_string(),
+                    points: vec![point],
+                }),
+            }
+        }
+        plot::draw(
+            file,
+            &Chart {
+                title: format!("numasim: {machine} (simulated), workload {workload}"),
+                y_label: "critical sections per simulated second".to_string(),
+                series,
+            },
+        )?;
+    }
+    Ok(files)
+}

@@ -1,0 +1,349 @@
+//! The critical sections `numasim` runs, on simulated cache lines.
+//!
+//! A workload is the data a lock protects plus one operation on it. What the operation costs is
+//! modelled with `numa_sim::touch` / `touch_read` on the lines it would access (issued together
+//! when the accesses are independent, one after another when each address depends on the value
+//! read before) and `numa_sim::work` for computation; the host data beside them (counts, the free
+//! list's links) is real, so that the harness can check mutual exclusion afterwards. Every
+//! simulated object is 64-byte aligned, so each is its own line whatever the allocator does.
+//!
+//! Every critical section starts by writing the harness's first protected line (`head`: the
+//! handoff bookkeeping, and whatever the workload keeps beside it: the map's header, the free
+//! list's head, locktorture's `lock_is_write_held` flag).
+
+/// One simulated 64-byte cache line.
+#[repr(align(64))]
+#[derive(Clone, Copy)]
+pub struct Line([u8; 64]);
+
+impl Line {
+    const ZERO: Line = Line([0; 64]);
+
+    fn addr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+}
+
+/// A xorshift64 generator (the workloads' random choices; seeded from `numa_sim::thread_seed`,
+/// so runs repeat exactly).
+#[derive(Clone, Debug)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    /// A generator started from `seed` (0 is replaced: xorshift's state must never be 0).
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    /// The next pseudo-random number.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// The protected state of one workload and the operation a critical section performs on it.
+pub trait Workload: Send + 'static {
+    /// Everything random the operation needs, drawn before the lock is taken.
+    type Input: Copy;
+    /// Per-thread state carried from one critical section to the next.
+    type Local: Default;
+
+    /// Fresh shared state for a run with `threads` threads.
+    fn new(threads: usize) -> Self;
+
+    /// Draws the input of the next operation (runs outside the lock, costs nothing simulated).
+    fn prepare(rng: &mut XorShift, threads: usize) -> Self::Input;
+
+    /// The operation (runs inside the lock). `head` is the harness's first protected line,
+    /// which the operation must write first.
+    fn critical_section(&mut self, head: *const u8, input: Self::Input, local: &mut Self::Local);
+
+    /// The local work between two acquisitions.
+    fn between_acquisitions();
+
+    /// After a run of `entries` critical sections: whether the state is what mutual exclusion
+    /// guarantees. The message says what is wrong.
+    fn check(&self, entries: u64) -> Result<(), String>;
+}
+
+/// `counter`, the reference (kept fixed, the same as tests/sim.rs): write 2 protected lines
+/// (the harness's head line and one more), 50 ns of work inside, 200 ns outside.
+pub struct Counter {
+    line: Line,
+    count: u64,
+}
+
+impl Workload for Counter {
+    type Input = ();
+    type Local = ();
+
+    fn new(_threads: usize) -> Self {
+        Counter {
+            line: Line::ZERO,
+            count: 0,
+        }
+    }
+
+    fn prepare(_rng: &mut XorShift, _threads: usize) {}
+
+    fn critical_section(&mut self, head: *const u8, (): (), _local: &mut ()) {
+        numa_sim::touch(&[head, self.line.addr()]);
+        numa_sim::work(50);
+        self.count += 1;
+    }
+
+    fn between_acquisitions() {
+        numa_sim::work(200);
+    }
+
+    fn check(&self, entries: u64) -> Result<(), String> {
+        if self.count == entries {
+            Ok(())
+        } else {
+            Err(format!(
+                "the counter is {}, but {entries} critical sections ran (lost updates)",
+                self.count
+            ))
+        }
+    }
+}
+
+/// Keys in the `kv` map (as in locktorture).
+const KV_KEYS: u64 = 65_536;
+/// Buckets of the simulated hash table: hashbrown's for 65536 entries (load factor at most 7/8,
+/// rounded up to a power of two).
+const KV_BUCKETS: usize = 131_072;
+/// One control byte per bucket.
+const KV_CTRL_LINES: usize = KV_BUCKETS / 64;
+/// 16-byte (u64, u64) entries.
+const KV_ENTRY_LINES: usize = KV_BUCKETS * 16 / 64;
+/// Hashing a u64 key with std's SipHash-1-3: about 20 ns.
+const KV_HASH_NS: u64 = 20;
+/// Local work between acquisitions for `kv` and `freelist`: locktorture's few xorshift rounds
+/// and the input's preparation.
+const SHORT_LOCAL_WORK_NS: u64 = 10;
+
+/// `kv`: locktorture's skewed get/put on a `HashMap<u64, u64>` of 65536 keys, as the lines a
+/// hashbrown lookup touches: the map's header (on the head line), then the control group of the
+/// key's bucket, then its entry; each address depends on what the previous access read.
+pub struct Kv {
+    ctrl: Vec<Line>,
+    entries: Vec<Line>,
+    gets: u64,
+    puts: u64,
+}
+
+/// One `kv` operation: `put` writes the entry of `key`, otherwise it is read.
+#[derive(Clone, Copy)]
+pub struct KvOp {
+    key: u64,
+    put: bool,
+}
+
+impl Workload for Kv {
+    type Input = KvOp;
+    type Local = ();
+
+    fn new(_threads: usize) -> Self {
+        Kv {
+            ctrl: vec![Line::ZERO; KV_CTRL_LINES],
+            entries: vec![Line::ZERO; KV_ENTRY_LINES],
+            gets: 0,
+            puts: 0,
+        }
+    }
+
+    /// As locktorture: `key = r1 % (r2 % KV_KEYS + 1)`, small keys far more likely (a cheap
+    /// zipf-like skew); one operation in ten is a put.
+    fn prepare(rng: &mut XorShift, _threads: usize) -> KvOp {
+        let r1 = rng.next_u64();
+        let r2 = rng.next_u64();
+        KvOp {
+            key: r1 % (r2 % KV_KEYS + 1),
+            put: (r2 >> 32).is_multiple_of(10),
+        }
+    }
+
+    fn critical_section(&mut self, head: *const u8, op: KvOp, _local: &mut ()) {
+        // The header (bucket mask, control pointer) sits beside the harness's bookkeeping.
+        numa_sim::touch(&[head]);
+        numa_sim::work(KV_HASH_NS);
+        // A multiplicative hash spreads the keys over the buckets (the top 17 bits).
+        let bucket = (op.key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 47) as usize % KV_BUCKETS;
+        numa_sim::touch_read(&[self.ctrl[bucket / 64].addr()]);
+        let entry = self.entries[bucket / 4].addr();
+        if op.put {
+            numa_sim::touch(&[entry]);
+            self.puts += 1;
+        } else {
+            numa_sim::touch_read(&[entry]);
+            self.gets += 1;
+        }
+    }
+
+    fn between_acquisitions() {
+        numa_sim::work(SHORT_LOCAL_WORK_NS);
+    }
+
+    fn check(&self, entries: u64) -> Result<(), String> {
+        if self.gets + self.puts == entries {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} gets and {} puts, but {entries} critical sections ran (lost updates)",
+                self.gets, self.puts
+            ))
+        }
+    }
+}
+
+/// "No block": the end of the free list.
+const NIL: u32 = u32::MAX;
+
+/// One allocatable block, a cache line like a `struct page`.
+#[repr(align(64))]
+struct Block {
+    /// The next free block while this one is on the list.
+    next: u32,
+}
+
+/// `freelist`: locktorture's index-linked LIFO free list of 64-byte blocks under a zone lock.
+/// Each critical section pops the head block and pushes back the block the thread popped last
+/// time: it writes the list head (on the head line), then the popped and the pushed block
+/// together (their addresses are known once the head is read).
+pub struct FreeList {
+    blocks: Vec<Block>,
+    head: u32,
+    free: u64,
+}
+
+impl Workload for FreeList {
+    type Input = ();
+    /// The block this thread holds between critical sections.
+    type Local = Option<u32>;
+
+    fn new(threads: usize) -> Self {
+        // At least one block more than threads, so a pop always succeeds.
+        let len = u32::try_from(threads.saturating_mul(2).max(4096)).unwrap_or(NIL - 1);
+        FreeList {
+            blocks: (0..len)
+                .map(|i| Block {
+                    next: if i + 1 < len { i + 1 } else { NIL },
+                })
+                .collect(),
+            head: 0,
+            free: u64::from(len),
+        }
+    }
+
+    fn prepare(_rng: &mut XorShift, _threads: usize) {}
+
+    fn critical_section(&mut self, head: *const u8, (): (), held: &mut Option<u32>) {
+        numa_sim::touch(&[head]);
+        let popped = self.head;
+        // The popped block (its link is read, its contents initialised) and the pushed one
+        // (its link written).
+        let mut blocks = [head; 2];
+        let mut touched = 0;
+        if let Some(block) = self.blocks.get(popped as usize) {
+            self.head = block.next;
+            self.free -= 1;
+            blocks[touched] = (block as *const Block).cast();
+            touched += 1;
+        }
+        if let Some(block) = held.take() {
+            self.blocks[block as usize].next = self.head;
+            self.head = block;
+            self.free += 1;
+            blocks[touched] = (&self.blocks[block as usize] as *const Block).cast();
+            touched += 1;
+        }
+        numa_sim::touch(&blocks[..touched]);
+        *held = (popped != NIL).then_some(popped);
+    }
+
+    fn between_acquisitions() {
+        numa_sim::work(SHORT_LOCAL_WORK_NS);
+    }
+
+    /// Every block is on the list at most once, and the free count matches the list.
+    fn check(&self, _entries: u64) -> Result<(), String> {
+        let mut on_list = vec![false; self.blocks.len()];
+        let mut block = self.head;
+        let mut listed = 0u64;
+        while block != NIL {
+            let Some(seen) = on_list.get_mut(block as usize) else {
+                return Err(format!(
+                    "the list links to block {block}, which does not exist"
+                ));
+            };
+            if *seen {
+                return Err(format!("block {block} is on the list twice (a cycle)"));
+            }
+            *seen = true;
+            listed += 1;
+            block = self.blocks[block as usize].next;
+        }
+        if listed != self.free {
+            return Err(format!(
+                "{listed} blocks on the list, but the free count is {}",
+                self.free
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The kernel's locktorture short hold: `udelay(2)`.
+const LOCKTORTURE_DELAY_NS: u64 = 2_000;
+
+/// `locktorture`: the kernel's locktorture spin_lock writer before v6.5 (the CNA series' runs;
+/// `kernel/locking/locktorture.c`, `torture_spin_lock_write_delay`): the critical section sets
+/// and clears `lock_is_write_held` (the head line) and, with probability 1/(threads·2·2), holds
+/// the lock for a 2 µs `udelay`; nothing between acquisitions. Omitted: the rare 100 ms hold
+/// (probability 1/(threads·200000)) and preemptions, which a run of a few ms would either never
+/// see or be dominated by.
+pub struct LockTorture {
+    entries: u64,
+}
+
+impl Workload for LockTorture {
+    /// Whether this critical section takes the 2 µs delay.
+    type Input = bool;
+    type Local = ();
+
+    fn new(_threads: usize) -> Self {
+        LockTorture { entries: 0 }
+    }
+
+    fn prepare(rng: &mut XorShift, threads: usize) -> bool {
+        rng.next_u64().is_multiple_of(4 * threads as u64)
+    }
+
+    fn critical_section(&mut self, head: *const u8, delay: bool, _local: &mut ()) {
+        numa_sim::touch(&[head]);
+        if delay {
+            numa_sim::work(LOCKTORTURE_DELAY_NS);
+        }
+        self.entries += 1;
+    }
+
+    fn between_acquisitions() {}
+
+    fn check(&self, entries: u64) -> Result<(), String> {
+        if self.entries == entries {
+            Ok(())
+        } else {
+            Err(format!(
+                "the writer count is {}, but {entries} critical sections ran (lost updates)",
+                self.entries
+            ))
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! Runs the `numasim` example binary: bad command lines exit with code 2 and say what is wrong and
+//! what is allowed; tiny simulated runs print well-formed, repeatable CSV and draw SVG charts.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg numa_sim" cargo test --release --test numasim_cli --target-dir target/sim`.
+#![cfg(numa_sim)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const CSV_HEADER: &str = "machine,lock,workload,threads,sim_ops_per_sec,speedup_vs_mcs,\
+                          fairness_factor,max_min,remote_handoff_pct,host_ms";
+
+/// The example binary, built once per test process into the target directory this test binary
+/// came from (target/<dir>/<profile>/deps/numasim_cli-<hash>), with the same profile and
+/// `--cfg numa_sim`, so that it runs the code under test and never rebuilds another directory.
+fn numasim_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let test_binary = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = test_binary
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps/<test>");
+        let target_dir = profile_dir.parent().expect("target/<profile>");
+        let release = profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release");
+        let rustflags = std::env::var("RUSTFLAGS")
+            .ok()
+            .filter(|flags| flags.contains("numa_sim"))
+            .unwrap_or_else(|| "--cfg numa_sim".to_string());
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["build", "--quiet", "--example", "numasim", "--target-dir"])
+            .arg(target_dir)
+            .env("RUSTFLAGS", rustflags)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cargo.arg("--release");
+        }
+        let status = cargo.status().expect("cannot run cargo build");
+        assert!(status.success(), "cargo build --example numasim failed");
+        profile_dir
+            .join("examples")
+            .join(format!("numasim{}", std::env::consts::EXE_SUFFIX))
+    })
+}
+
+fn numasim(args: &[&str]) -> Output {
+    Command::new(numasim_binary())
+        .args(args)
+        .output()
+        .expect("cannot start the numasim example")
+}
+
+/// Asserts exit code 2, no panic, nothing on stdout, and a stderr that contains every one of
+/// `needles`.
+fn assert_rejected(args: &[&str], needles: &[&str]) {
+    let output = numasim(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "args {args:?}; stderr:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "args {args:?} panicked:\n{stderr}"
+    );
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "args {args:?}: stderr does not mention {needle:?}:\n{stderr}"
+        );
+    }
+    assert!(
+        output.stdout.is_empty(),
+        "args {args:?} printed results on stdout"
+    );
+}
+
+/// A run that must succeed; returns its stdout.
+fn run_ok(args: &[&str]) -> String {
+    let output = numasim(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "args {args:?}; stderr:\n{stderr}"
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+#[test]
+fn unknown_machine_lists_the_presets() {
+    assert_rejected(
+        &["--machine", "vax"],
+        &[
+            "vax",
+            "--machine",
+            "x5-4",
+            "kunpeng920",
+            "epyc-2s",
+            "2s-generic",
+        ],
+    );
+}
+
+#[test]
+fn too_many_threads_names_both_numbers() {
+    assert_rejected(
+        &["--machine", "x5-4", "--threads", "1,145"],
+        &["145", "144", "x5-4", "--threads"],
+    );
+    assert_rejected(
+        &["--machine", "2s-generic", "--threads", "65"],
+        &["65", "64", "2s-generic"],
+    );
+}
+
+#[test]
+fn bad_thread_lists_are_rejected() {
+    assert_rejected(&["--threads", "0"], &["'0'", "--threads"]);
+    assert_rejected(&["--threads", "1,,2"], &["'1,,2'", "--threads", "empty"]);
+    assert_rejected(&["--threads", "-3"], &["-3", "--threads"]);
+}
+
+#[test]
+fn unknown_lock_and_workload_are_rejected() {
+    assert_rejected(
+        &["--locks", "mcs,foo"],
+        &["'foo'", "--locks", "mcs, cna, hq, ttas, spin-mcs"],
+    );
+    assert_rejected(
+        &["--workload", "counter,bar"],
+        &["'bar'", "--workload", "counter, kv, freelist, locktorture"],
+    );
+}
+
+#[test]
+fn other_bad_values_are_rejected() {
+    assert_rejected(
+        &["--stealing", "maybe"],
+        &["'maybe'", "--stealing", "on", "off"],
+    );
+    assert_rejected(
+        &["--format", "json"],
+        &["'json'", "--format", "table", "csv"],
+    );
+    assert_rejected(&["--duration-us", "0"], &["'0'", "--duration-us"]);
+    assert_rejected(&["--seed", "x"], &["'x'", "--seed"]);
+    assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
+}
+
+#[test]
+fn tunables_are_validated_by_the_setters() {
+    // The setters' errors name the value and the allowed range.
+    assert_rejected(&["--spin-us", "2000000"], &["--spin-us", "2s", "0 to 1s"]);
+    assert_rejected(
+        &["--steal-bound-us", "0"],
+        &["--steal-bound-us", "1us to 10s"],
+    );
+    assert_rejected(
+        &["--cna-flush-us", "0.5"],
+        &["--cna-flush-us", "1us to 10s"],
+    );
+    assert_rejected(
+        &["--hq-local-handoffs", "0"],
+        &["--hq-local-handoffs", "0", "1 to 16777216"],
+    );
+    assert_rejected(&["--spin-us", "-1"], &["'-1'", "--spin-us"]);
+}
+
+#[test]
+fn machine_list_describes_every_preset() {
+    let stdout = run_ok(&["--machine", "list"]);
+    for name in ["x5-4", "kunpeng920", "epyc-2s", "2s-generic"] {
+        let line = stdout
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{stdout}"));
+        assert!(line.contains("hw threads"), "{line}");
+    }
+}
+
+#[test]
+fn help_explains_locks_workloads_and_columns() {
+    let help = run_ok(&["--help"]);
+    for needle in [
+        "--machine",
+        "--threads",
+        "--locks",
+        "--workload",
+        "--seed",
+        "--duration-us",
+        "--stealing",
+        "--format",
+        "--plot",
+        "--spin-us",
+        "--steal-bound-us",
+        "--cna-flush-us",
+        "--hq-local-handoffs",
+        "MODEL",
+        "locktorture",
+        "remote_handoff_pct",
+        "host_ms",
+    ] {
+        assert!(help.contains(needle), "--help does not mention {needle}");
+    }
+}
+
+const TINY: [&str; 4] = ["--duration-us", "200", "--format", "csv"];
+
+fn tiny(extra: &[&str]) -> String {
+    let args: Vec<&str> = TINY.iter().chain(extra).copied().collect();
+    run_ok(&args)
+}
+
+#[test]
+fn csv_has_the_exact_header_and_one_row_per_run() {
+    let stdout = tiny(&[
+        "--machine",
+        "kunpeng920",
+        "--threads",
+        "1,8",
+        "--locks",
+        "mcs,cna,hq,ttas,spin-mcs",
+    ]);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some(CSV_HEADER));
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5 * 2, "{stdout}");
+    let number = |row: &[&str], column: usize| -> f64 {
+        row[column]
+            .parse()
+            .unwrap_or_else(|_| panic!("column {column} of {row:?} is not a number"))
+    };
+    for row in &rows {
+        assert_eq!(row.len(), 10, "{row:?}");
+        assert_eq!(row[0], "kunpeng920");
+        assert_eq!(row[2], "counter");
+        assert!(number(row, 4) > 0.0, "sim_ops_per_sec: {row:?}");
+        assert!(number(row, 5) > 0.0, "speedup_vs_mcs: {row:?}");
+        let fairness = number(row, 6);
+        assert!((0.5..=1.0).contains(&fairness), "fairness_factor: {row:?}");
+        assert!(number(row, 7) >= 1.0, "max_min: {row:?}");
+        let remote = number(row, 8);
+        assert!(
+            (0.0..=100.0).contains(&remote),
+            "remote_handoff_pct: {row:?}"
+        );
+        assert!(number(row, 9) >= 0.0, "host_ms: {row:?}");
+        if row[3] == "1" {
+            // One thread: no handoffs, perfectly "fair".
+            assert_eq!((row[6], row[7], row[8]), ("1.0000", "1.000", "0.00"));
+        }
+        if row[1] == "mcs" {
+            assert_eq!(row[5], "1.000");
+        }
+    }
+}
+
+#[test]
+fn speedup_is_empty_without_mcs() {
+    let stdout = tiny(&["--threads", "2", "--locks", "cna,ttas"]);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for row in rows {
+        assert_eq!(row[5], "", "speedup without mcs: {row:?}");
+    }
+}
+
+/// Drops the last column (host_ms) of every line.
+fn without_host_ms(output: &str, separator: char) -> Vec<String> {
+    output
+        .lines()
+        .map(|line| match line.trim_end().rsplit_once(separator) {
+            Some((rest, _)) => rest.trim_end().to_string(),
+            None => line.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn same_arguments_same_output_except_host_ms() {
+    let args = [
+        "--machine",
+        "x5-4",
+        "--threads",
+        "4,16",
+        "--locks",
+        "mcs,cna,hq,ttas,spin-mcs",
+        "--workload",
+        "counter,kv,freelist,locktorture",
+        "--seed",
+        "7",
+        "--duration-us",
+        "300",
+    ];
+    let csv: Vec<&str> = args.iter().copied().chain(["--format", "csv"]).collect();
+    let (first, second) = (run_ok(&csv), run_ok(&csv));
+    assert_eq!(first.lines().count(), 1 + 5 * 2 * 4, "{first}");
+    assert_eq!(without_host_ms(&first, ','), without_host_ms(&second, ','));
+    let (first, second) = (run_ok(&args), run_ok(&args));
+    assert_eq!(without_host_ms(&first, ' '), without_host_ms(&second, ' '));
+    // Another seed changes the figures (jitter, the workloads' random choices).
+    let other: Vec<&str> = csv
+        .iter()
+        .map(|&a| if a == "7" { "8" } else { a })
+        .collect();
+    assert_ne!(
+        without_host_ms(&run_ok(&csv), ','),
+        without_host_ms(&run_ok(&other), ',')
+    );
+}
+
+#[test]
+fn every_lock_runs_every_workload_and_144_threads() {
+    // Exit code 1 and "MUTUAL EXCLUSION VIOLATED" (or the simulator's report) on a failure.
+    let stdout = tiny(&[
+        "--threads",
+        "3,144",
+        "--locks",
+        "mcs,cna,hq,ttas,spin-mcs",
+        "--workload",
+        "counter,kv,freelist,locktorture",
+        "--duration-us",
+        "100",
+    ]);
+    assert_eq!(stdout.lines().count(), 1 + 5 * 2 * 4, "{stdout}");
+    // Stealing off and the pass-through tunables are accepted and run.
+    let stdout = tiny(&[
+        "--threads",
+        "8",
+        "--locks",
+        "mcs,cna,hq",
+        "--stealing",
+        "off",
+        "--spin-us",
+        "0.5",
+        "--steal-bound-us",
+        "50",
+        "--cna-flush-us",
+        "20",
+        "--hq-local-handoffs",
+        "4",
+        "--ttas-fairness",
+        "off",
+    ]);
+    assert_eq!(stdout.lines().count(), 1 + 3, "{stdout}");
+}
+
+#[test]
+fn plot_writes_an_svg_per_workload() {
+    let dir = std::env::temp_dir().join(format!("numasim_cli_plot_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = dir.join("one.svg");
+    tiny(&[
+        "--threads",
+        "1,2",
+        "--locks",
+        "mcs,ttas",
+        "--plot",
+        one.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&one).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg:.100}");
+    for text in ["x5-4", "counter", "threads", "mcs", "ttas", "</svg>"] {
+        assert!(svg.contains(text), "the chart does not show {text:?}");
+    }
+    // Two workloads: one file each, named after the workload.
+    let two = dir.join("two.svg");
+    tiny(&[
+        "--threads",
+        "2",
+        "--workload",
+        "kv,locktorture",
+        "--plot",
+        two.to_str().unwrap(),
+    ]);
+    for workload in ["kv", "locktorture"] {
+        let svg = std::fs::read_to_string(dir.join(format!("two-{workload}.svg"))).unwrap();
+        assert!(svg.contains(workload) && svg.contains("</svg>"));
+    }
+    assert!(!two.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
