@@ -21,30 +21,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// The least default spin time: 5 µs, about the cost of a futex sleep and wake. Measured side by
-/// side on the 2-core machine of BENCHMARKS.md: 2 µs gave a few percent more throughput with 2
-/// threads and stealing, but made strict handoffs (stealing off) 5-10x slower, because a waiter
-/// that parks makes the next one wait long enough to park too; 10 µs and more only burn the core
-/// the holder needs when threads outnumber cores.
-pub const DEFAULT_SPIN_TIME_MIN: Duration = Duration::from_micros(5);
-/// The default spin time grows with the machine: this much per CPU the process may use.
-///
-/// Why: without oversubscription a lock has at most one waiter per CPU, and a waiter then waits
-/// at most one handoff per waiter ahead of it, each ~0.2-1 µs on a multi-socket machine. A
-/// waiter that parks before its turn costs the lock a futex wake (the waker's system call) and a
-/// wake-up latency of several µs, and once waiters park the others wait long enough to park too:
-/// measured in numa_sim (BENCHMARKS.md, "Spinning"), 16-72 threads on a simulated 4-socket X5-4
-/// with 5 µs fell into that regime, where the queue order (and so CNA's and HQ's locality) stops
-/// mattering, while a spin covering a full queue round kept every lock a working queue lock.
-pub const DEFAULT_SPIN_TIME_PER_CPU: Duration = Duration::from_micros(1);
-
-/// The default spin time on this machine: the larger of [`DEFAULT_SPIN_TIME_MIN`] and
-/// [`DEFAULT_SPIN_TIME_PER_CPU`] times the CPUs the process may use
-/// (`std::thread::available_parallelism`): 5 µs up to 5 CPUs, 64 µs with 64, 144 µs with 144.
-pub fn default_spin_time() -> Duration {
-    let per_cpu = DEFAULT_SPIN_TIME_PER_CPU.saturating_mul(crate::sync::cpu_count() as u32);
-    per_cpu.max(DEFAULT_SPIN_TIME_MIN).min(MAX_SPIN_TIME)
-}
+/// Default time a waiter spins before it parks: 5 µs, about the cost of a futex sleep and wake.
+/// Measured side by side on the 2-core machine of BENCHMARKS.md: 2 µs gave a few percent more
+/// throughput with 2 threads and stealing, but made strict handoffs (stealing off) 5-10x slower,
+/// because a waiter that parks makes the next one wait long enough to park too; 10 µs and more
+/// only burn the core the holder needs when threads outnumber cores.
+pub const DEFAULT_SPIN_TIME: Duration = Duration::from_micros(5);
 /// Default for stealing: on. An arriving thread may take a free lock before queueing.
 pub const DEFAULT_STEALING: bool = true;
 /// Default time the queue head tolerates being overtaken by stealers before it forbids
@@ -61,10 +43,7 @@ const MIN_BOUND: Duration = Duration::from_micros(1);
 const MAX_BOUND: Duration = Duration::from_secs(10);
 const MAX_HQ_LOCAL_HANDOFFS: u64 = 1 << 24;
 
-/// `USE_DEFAULT` until set: the default depends on the machine (see [`default_spin_time`]).
-static SPIN_NS: AtomicU64 = AtomicU64::new(USE_DEFAULT);
-/// `SPIN_NS` before any `set_spin_time`, or after `reset_defaults`.
-const USE_DEFAULT: u64 = u64::MAX;
+static SPIN_NS: AtomicU64 = AtomicU64::new(DEFAULT_SPIN_TIME.as_nanos() as u64);
 static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
@@ -114,7 +93,7 @@ fn check_duration(
     Ok(value.as_nanos() as u64)
 }
 
-/// Sets how long a waiter spins before it parks (default [`default_spin_time`]).
+/// Sets how long a waiter spins before it parks (default [`DEFAULT_SPIN_TIME`]).
 /// Allowed: 0 (park at once) to 1 s.
 pub fn set_spin_time(value: Duration) -> Result<(), TunableError> {
     let ns = check_duration("spin_time", value, Duration::ZERO, MAX_SPIN_TIME, "0 to 1s")?;
@@ -124,7 +103,7 @@ pub fn set_spin_time(value: Duration) -> Result<(), TunableError> {
 
 /// How long a waiter spins before it parks.
 pub fn spin_time() -> Duration {
-    Duration::from_nanos(spin_ns())
+    Duration::from_nanos(SPIN_NS.load(Relaxed))
 }
 
 /// Turns stealing on or off (default [`DEFAULT_STEALING`]).
@@ -226,7 +205,7 @@ pub fn lockup_threshold() -> Option<Duration> {
 
 /// Restores every tunable to its default.
 pub fn reset_defaults() {
-    SPIN_NS.store(USE_DEFAULT, Relaxed);
+    SPIN_NS.store(DEFAULT_SPIN_TIME.as_nanos() as u64, Relaxed);
     STEALING.store(DEFAULT_STEALING, Relaxed);
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
@@ -237,12 +216,7 @@ pub fn reset_defaults() {
 
 // Crate-internal readers in the units the slow paths use.
 pub(crate) fn spin_ns() -> u64 {
-    match SPIN_NS.load(Relaxed) {
-        // Cheap: the CPU count is read once (per simulation under the simulator, whose machine
-        // changes from one run to the next), and this runs on slow paths only.
-        USE_DEFAULT => default_spin_time().as_nanos() as u64,
-        ns => ns,
-    }
+    SPIN_NS.load(Relaxed)
 }
 pub(crate) fn steal_bound_ns() -> u64 {
     STEAL_BOUND_NS.load(Relaxed)

@@ -20,7 +20,7 @@ fn assert_rejected(result: Result<(), TunableError>, name: &str, value: &str) {
 #[test]
 fn setters_validate_and_take_effect() {
     tunables::reset_defaults();
-    assert_eq!(tunables::spin_time(), tunables::default_spin_time());
+    assert_eq!(tunables::spin_time(), tunables::DEFAULT_SPIN_TIME);
     assert_eq!(tunables::steal_bound(), tunables::DEFAULT_STEAL_BOUND);
     assert_eq!(
         tunables::cna_flush_threshold(),
@@ -99,6 +99,6 @@ fn setters_validate_and_take_effect() {
     assert_eq!(*m.lock(), 4_000);
 
     tunables::reset_defaults();
-    assert_eq!(tunables::spin_time(), tunables::default_spin_time());
+    assert_eq!(tunables::spin_time(), tunables::DEFAULT_SPIN_TIME);
     assert!(tunables::stealing());
 }

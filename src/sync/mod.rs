@@ -218,26 +218,6 @@ pub(crate) fn modelled_node() -> Option<(usize, usize)> {
     }
 }
 
-/// How many CPUs this process may run on: `std::thread::available_parallelism` (which honours
-/// cgroup quotas and affinity masks), read once; the simulated machine's hardware threads under
-/// the simulator (per simulation, since machines differ); 1 under loom.
-pub(crate) fn cpu_count() -> usize {
-    #[cfg(loom)]
-    {
-        1
-    }
-    #[cfg(numa_sim)]
-    {
-        numa_sim::cpu_count().unwrap_or(1)
-    }
-    #[cfg(not(any(loom, numa_sim)))]
-    {
-        use std::sync::OnceLock;
-        static CPUS: OnceLock<usize> = OnceLock::new();
-        *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-    }
-}
-
 /// A seed for the calling thread's cheap pseudo-random choices (CNA's shuffle reduction): any
 /// non-zero value that differs between threads. On real threads, the address of a thread-local;
 /// under the simulator, a value derived from the simulation's seed and the simulated thread, so
