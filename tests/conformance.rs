@@ -50,6 +50,28 @@ unsafe impl Sync for Unprotected {}
 /// N threads increment a plain (non-atomic) counter under the lock; the total must be exact,
 /// and no thread may ever find another inside the critical section.
 pub fn mutual_exclusion<R: RawMutex + Send + Sync + 'static>(threads: usize, iters: usize) {
+    exclusion_run::<R>(threads, iters, None);
+}
+
+/// [`mutual_exclusion`] with thread `i` on virtual NUMA node `i % nodes`, so that the locks'
+/// NUMA-aware paths take part (also under ThreadSanitizer and Miri): CNA's secondary queue,
+/// flushes, splices and handoffs deferred behind a proxy node; HQ's per-node queues (allocated
+/// on sustained contention, freed on drop), node FIFO and deferred local handoffs. With the
+/// default tunables most acquisitions are steals; `tests/tunables.rs` repeats this with
+/// stealing off, where every contended acquisition queues.
+pub fn mutual_exclusion_on_nodes<R: RawMutex + Send + Sync + 'static>(
+    threads: usize,
+    iters: usize,
+    nodes: usize,
+) {
+    exclusion_run::<R>(threads, iters, Some(nodes));
+}
+
+fn exclusion_run<R: RawMutex + Send + Sync + 'static>(
+    threads: usize,
+    iters: usize,
+    nodes: Option<usize>,
+) {
     let lock = Arc::new(Mutex::<R, ()>::new(()));
     let data = Arc::new(Unprotected {
         counter: UnsafeCell::new(0),
@@ -57,10 +79,13 @@ pub fn mutual_exclusion<R: RawMutex + Send + Sync + 'static>(threads: usize, ite
     });
     let start = Instant::now();
     let handles: Vec<_> = (0..threads)
-        .map(|_| {
+        .map(|t| {
             let (lock, data) = (lock.clone(), data.clone());
             thread::spawn(move || {
-                for _ in 0..iters {
+                if let Some(nodes) = nodes {
+                    numa_locks::topology::set_thread_node(Some(t % nodes));
+                }
+                for i in 0..iters {
                     let _g = lock.lock();
                     assert!(
                         !data.inside.swap(true, Ordering::Relaxed),
@@ -68,6 +93,11 @@ pub fn mutual_exclusion<R: RawMutex + Send + Sync + 'static>(threads: usize, ite
                     );
                     // SAFETY: under the lock.
                     unsafe { *data.counter.get() += 1 };
+                    if nodes.is_some() && i % 8 == 0 {
+                        // Let the others queue up behind us (on a machine with fewer cores than
+                        // threads they would not run otherwise), so the queues get reordered.
+                        thread::yield_now();
+                    }
                     data.inside.store(false, Ordering::Relaxed);
                 }
             })
@@ -388,6 +418,10 @@ macro_rules! conformance {
             #[test]
             fn mutual_exclusion_64() {
                 mutual_exclusion::<R>(scaled(64, 10), scaled(500, 3));
+            }
+            #[test]
+            fn mutual_exclusion_on_4_virtual_nodes() {
+                mutual_exclusion_on_nodes::<R>(scaled(12, 6), scaled(5_000, 40), 4);
             }
             #[test]
             fn try_lock() {
