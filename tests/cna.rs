@@ -90,22 +90,28 @@ fn strict_locality_on_four_virtual_nodes() {
     assert!(cna.remote_pct() <= 10.0, "cna: {:.1}%", cna.remote_pct());
 }
 
-#[test]
-fn bounded_bypass_of_remote_waiter() {
-    // Node-0 threads hammer the lock; one node-1 thread arrives and must get the lock within the
-    // flush threshold plus one critical section. The threshold is 200 µs; the bound asserted is
-    // far larger (scheduling on 2 cores), and catches a waiter left in the secondary queue.
-    let _s = serial();
+/// The flush threshold of the bypass tests.
+const BYPASS_FLUSH_THRESHOLD: Duration = Duration::from_micros(200);
+
+/// Node-0 threads hammer the lock (stealing off, flush threshold [`BYPASS_FLUSH_THRESHOLD`]);
+/// the calling thread, on node 1, takes the lock `rounds` times. Returns how long each of its
+/// `lock()` calls took, sorted.
+///
+/// The hammers stop by themselves after [`common::HANG_BOUND`]: a waiter left in the secondary
+/// queue would then get the lock (the main queue empties and the secondary queue is spliced
+/// back) and report a wait that long, instead of hanging the test.
+fn remote_waiter_waits(rounds: usize) -> Vec<Duration> {
     tunables::set_stealing(false).unwrap();
-    tunables::set_cna_flush_threshold(Duration::from_micros(200)).unwrap();
+    tunables::set_cna_flush_threshold(BYPASS_FLUSH_THRESHOLD).unwrap();
     let lock = Arc::new(numa_locks::CnaMutex::new(0u64));
     let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
     let hammers: Vec<_> = (0..3)
         .map(|_| {
             let (lock, stop) = (lock.clone(), stop.clone());
             thread::spawn(move || {
                 topology::set_thread_node(Some(0));
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && start.elapsed() < common::HANG_BOUND {
                     let mut g = lock.lock();
                     *g += 1;
                     for _ in 0..50 {
@@ -116,24 +122,60 @@ fn bounded_bypass_of_remote_waiter() {
         })
         .collect();
     thread::sleep(Duration::from_millis(20));
-    let mut worst = Duration::ZERO;
     topology::set_thread_node(Some(1));
-    for _ in 0..50 {
+    let mut waits = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
         let t = Instant::now();
         drop(lock.lock());
-        worst = worst.max(t.elapsed());
+        waits.push(t.elapsed());
         thread::sleep(Duration::from_millis(1));
     }
+    topology::set_thread_node(None);
     stop.store(true, Ordering::Relaxed);
     for h in hammers {
         h.join().unwrap();
     }
-    topology::set_thread_node(None);
-    eprintln!("worst wait of the remote waiter: {worst:?}");
+    waits.sort();
+    waits
+}
+
+/// A remote waiter is not left behind: node-0 threads hammer the lock, a node-1 thread arrives
+/// 50 times and gets the lock every time within 5 s. A waiter forgotten in the secondary queue
+/// would wait until the hammers give up (see [`remote_waiter_waits`]). The strict figure, the
+/// flush threshold plus a critical section, is [`strict_bypass_of_remote_waiter`]'s.
+#[test]
+fn bounded_bypass_of_remote_waiter() {
+    let _s = serial();
+    let waits = remote_waiter_waits(50);
+    let worst = *waits.last().unwrap();
+    println!(
+        "waits of the remote waiter: median {:?}, worst {worst:?}",
+        waits[waits.len() / 2]
+    );
     assert!(
         worst < Duration::from_secs(5),
         "remote waiter waited {worst:?}"
     );
+}
+
+/// The strict figure: the remote waiter gets the lock within the flush threshold (200 µs) plus
+/// a critical section, with 1 ms allowed for its wake-up. On a loaded machine the waiter or the
+/// head that would flush may simply not be running, so this measures the scheduler too.
+#[test]
+#[ignore = "report only: scheduling-sensitive strict figure (wait <= flush threshold + 1 ms); the simulator asserts it, .ci/run prints it"]
+fn strict_bypass_of_remote_waiter() {
+    let _s = serial();
+    let bound = BYPASS_FLUSH_THRESHOLD + Duration::from_millis(1);
+    let waits = remote_waiter_waits(200);
+    let over = waits.iter().filter(|&&w| w > bound).count();
+    let worst = *waits.last().unwrap();
+    println!(
+        "strict CNA bypass: waits of the remote waiter median {:?}, 90th percentile {:?}, worst {worst:?}; {over} of {} over {bound:?}",
+        waits[waits.len() / 2],
+        waits[waits.len() * 9 / 10],
+        waits.len()
+    );
+    assert!(worst <= bound, "remote waiter waited {worst:?} > {bound:?}");
 }
 
 #[test]
