@@ -242,12 +242,18 @@ fn no_secondary_left_behind_after_contention() {
 fn stats_agree_with_own_count() {
     let _s = serial();
     tunables::set_stealing(false).unwrap();
+    let threads = 6;
     let lock = Arc::new(numa_locks::CnaMutex::new(common::Handoffs::default()));
-    let handles: Vec<_> = (0..6)
+    // All threads start together, and each yields while it holds the lock: the others find it
+    // held, so some acquisitions are contended on any machine (in parallel on many cores, by
+    // taking turns on one).
+    let start = Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
         .map(|i| {
-            let lock = lock.clone();
+            let (lock, start) = (lock.clone(), start.clone());
             thread::spawn(move || {
                 topology::set_thread_node(Some(i % 3));
+                start.wait();
                 for _ in 0..2_000 {
                     let mut g = lock.lock();
                     g.record(topology::current_node());
@@ -259,8 +265,13 @@ fn stats_agree_with_own_count() {
     for h in handles {
         h.join().unwrap();
     }
+    // The reading acquisition is counted too, with this thread's node: pin it, so that it is
+    // the same node when the counters record it and below (a real thread may migrate).
+    let reader_node = 7;
+    topology::set_thread_node(Some(reader_node));
     let own = lock.lock();
     let stats = numa_locks::stats::snapshot(&*lock);
+    topology::set_thread_node(None);
     // The snapshot includes the acquisition that is reading it.
     assert_eq!(stats.acquisitions, own.acquisitions + 1);
     assert_eq!(
@@ -269,7 +280,7 @@ fn stats_agree_with_own_count() {
     );
     assert_eq!(
         stats.handoffs_remote,
-        own.remote + u64::from(own.last_node != Some(topology::current_node()))
+        own.remote + u64::from(own.last_node != Some(reader_node))
     );
     assert!(stats.contended > 0);
 }
