@@ -428,10 +428,15 @@ fn contended_locks_free_their_queues() {
     tunables::set_stealing(false).unwrap();
     const LOCKS: usize = 2_000;
     const WORKERS: usize = 3;
+    /// Acquisitions per worker and lock, at least.
+    const MIN_ACQUISITIONS: u64 = 20;
+    let start = Instant::now();
 
     // A pool of workers that contend on each lock in turn; it also warms up every thread-local
-    // and the queue-node registry before the baseline is taken.
-    let current: Arc<Mutex<Option<Arc<HqMutex<u64>>>>> = Arc::new(Mutex::new(None));
+    // and the queue-node registry before the baseline is taken. `current` holds the lock of the
+    // round and the count of big allocations before it.
+    type Round = (Arc<HqMutex<u64>>, usize);
+    let current: Arc<Mutex<Option<Round>>> = Arc::new(Mutex::new(None));
     let go = Arc::new(Barrier::new(WORKERS + 1));
     let done = Arc::new(Barrier::new(WORKERS + 1));
     let workers: Vec<_> = (0..WORKERS)
@@ -441,17 +446,24 @@ fn contended_locks_free_their_queues() {
                 topology::set_thread_node(Some(w % 2));
                 loop {
                     go.wait();
-                    let Some(lock) = current.lock().unwrap().clone() else {
+                    let Some((lock, big_before)) = current.lock().unwrap().clone() else {
                         return;
                     };
                     // Contend until the lock has allocated its per-node queues (seen through
-                    // the counting allocator; this test runs alone), or for a bounded time.
-                    let big = BIG_ALLOCS.load(Ordering::SeqCst);
+                    // the counting allocator; this test runs alone), however long that takes
+                    // on this machine, up to the hang bound. Yielding inside the critical
+                    // section lets the other workers queue behind the holder even with fewer
+                    // cores than workers, so the handoffs are contended, as the switch to
+                    // per-node queues requires.
                     let mut n = 0;
-                    while n < 200 || (n < 20_000 && BIG_ALLOCS.load(Ordering::SeqCst) == big) {
+                    while n < MIN_ACQUISITIONS
+                        || (BIG_ALLOCS.load(Ordering::SeqCst) == big_before
+                            && start.elapsed() < HANG_BOUND)
+                    {
                         let mut g = lock.lock();
                         *g += 1;
-                        work(30);
+                        thread::yield_now();
+                        drop(g);
                         n += 1;
                     }
                     drop(lock);
@@ -462,11 +474,11 @@ fn contended_locks_free_their_queues() {
         .collect();
     let round = |with_baseline: bool| -> (usize, usize) {
         let lock = Arc::new(HqMutex::new(0u64));
-        *current.lock().unwrap() = Some(lock.clone());
+        *current.lock().unwrap() = Some((lock.clone(), BIG_ALLOCS.load(Ordering::SeqCst)));
         go.wait();
         done.wait();
         *current.lock().unwrap() = None;
-        assert!(*lock.lock() >= 200 * WORKERS as u64);
+        assert!(*lock.lock() >= MIN_ACQUISITIONS * WORKERS as u64);
         drop(lock);
         if with_baseline {
             (
