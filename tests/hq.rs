@@ -531,15 +531,22 @@ fn stats_agree_with_the_critical_sections() {
     let threads = 6;
     let iters = 5_000;
     let lock = Arc::new(HqMutex::new(Handoffs::default()));
+    // All threads start together and each yields while it holds the lock now and then: the
+    // others find it held, so some acquisitions are contended on any machine.
+    let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|i| {
-            let lock = lock.clone();
+            let (lock, start) = (lock.clone(), start.clone());
             thread::spawn(move || {
                 topology::set_thread_node(Some(i % 3));
-                for _ in 0..iters {
+                start.wait();
+                for n in 0..iters {
                     let mut g = lock.lock();
                     g.record(topology::current_node());
                     work(50);
+                    if n % 16 == 0 {
+                        thread::yield_now();
+                    }
                 }
             })
         })
