@@ -138,7 +138,7 @@ unsafe impl Sync for Unprotected {}
 /// critical section so that the others queue up: the total is exact and nobody ever finds
 /// another thread inside.
 fn exclusion_on_virtual_nodes<R: RawMutex + Send + Sync + 'static>() {
-    let (threads, iters) = (scaled(8, 6), scaled(2_000, 40));
+    let (threads, iters) = (scaled(8, 6), scaled(1_000, 40));
     let lock = Arc::new(lock_api::Mutex::<R, ()>::new(()));
     let data = Arc::new(Unprotected {
         counter: UnsafeCell::new(0),
