@@ -1,9 +1,24 @@
 //! The tunables' setters: valid values take effect, invalid ones return an error naming the
 //! value and the allowed range and change nothing. One test: the tunables are process-wide.
+//!
+//! This binary also runs under Miri (`.ci/run`): with stealing off, every contended acquisition
+//! goes through the queues, so the locks' NUMA paths (CNA's secondary queue, flushes and proxy
+//! nodes, HQ's per-node queues) run under Miri's checks too, at sizes scaled down for it.
 
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use lock_api::RawMutex;
+use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_locks::topology;
 use numa_locks::tunables::{self, TunableError};
+
+/// `native` normally, `miri` under Miri (about a millisecond per lock operation there).
+const fn scaled(native: usize, miri: usize) -> usize {
+    if cfg!(miri) { miri } else { native }
+}
 
 fn assert_rejected(result: Result<(), TunableError>, name: &str, value: &str) {
     let err = result.expect_err("an invalid value must be rejected");
@@ -82,12 +97,14 @@ fn setters_validate_and_take_effect() {
     assert!(!tunables::stealing());
 
     // The locks keep working with the extreme settings: park at once, no stealing.
+    tunables::set_spin_time(Duration::ZERO).unwrap();
     let m = std::sync::Arc::new(numa_locks::CnaMutex::new(0u32));
-    let handles: Vec<_> = (0..4)
+    let (threads, iters) = (scaled(4, 2), scaled(1_000, 20));
+    let handles: Vec<_> = (0..threads)
         .map(|_| {
             let m = m.clone();
             std::thread::spawn(move || {
-                for _ in 0..1_000 {
+                for _ in 0..iters {
                     *m.lock() += 1;
                 }
             })
@@ -96,9 +113,64 @@ fn setters_validate_and_take_effect() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(*m.lock(), 4_000);
+    assert_eq!(*m.lock() as usize, threads * iters);
+
+    // Every lock, its threads on 4 virtual nodes, with those settings: every acquisition that
+    // finds the lock held queues, so the queue reordering (CNA) and the per-node queues (HQ) run.
+    exclusion_on_virtual_nodes::<RawMcs>();
+    exclusion_on_virtual_nodes::<RawCna>();
+    exclusion_on_virtual_nodes::<RawHq>();
 
     tunables::reset_defaults();
     assert_eq!(tunables::spin_time(), tunables::DEFAULT_SPIN_TIME);
     assert!(tunables::stealing());
+}
+
+/// Data that is *not* thread-safe by itself: every access must be under the lock.
+struct Unprotected {
+    counter: UnsafeCell<usize>,
+    inside: AtomicBool,
+}
+// SAFETY: only accessed while the lock under test is held (that is what the test checks).
+unsafe impl Sync for Unprotected {}
+
+/// Threads on 4 virtual nodes increment a plain counter under the lock, yielding inside the
+/// critical section so that the others queue up: the total is exact and nobody ever finds
+/// another thread inside.
+fn exclusion_on_virtual_nodes<R: RawMutex + Send + Sync + 'static>() {
+    let (threads, iters) = (scaled(8, 6), scaled(1_000, 40));
+    let lock = Arc::new(lock_api::Mutex::<R, ()>::new(()));
+    let data = Arc::new(Unprotected {
+        counter: UnsafeCell::new(0),
+        inside: AtomicBool::new(false),
+    });
+    let start = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (lock, data, start) = (lock.clone(), data.clone(), start.clone());
+            std::thread::spawn(move || {
+                topology::set_thread_node(Some(t % 4));
+                start.wait();
+                for i in 0..iters {
+                    let _g = lock.lock();
+                    assert!(
+                        !data.inside.swap(true, Ordering::Relaxed),
+                        "two threads inside the critical section"
+                    );
+                    // SAFETY: under the lock.
+                    unsafe { *data.counter.get() += 1 };
+                    if i % 2 == 0 {
+                        std::thread::yield_now();
+                    }
+                    data.inside.store(false, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // SAFETY: all threads joined.
+    assert_eq!(unsafe { *data.counter.get() }, threads * iters);
+    assert!(lock.try_lock().is_some(), "the lock is free afterwards");
 }
