@@ -135,7 +135,7 @@ fn size_within_16_bytes() {
     );
 }
 
-/// HQ keeps handoffs on the holder's node: with stealing off and the default limit of 1000
+/// HQ keeps handoffs on the holder's node: with stealing off and the default limit of 64
 /// local handoffs, its share of remote handoffs is below half of MCS's, measured in the same run
 /// (see `common::COMPARISON` for why that margin holds on any machine).
 #[test]
@@ -146,7 +146,7 @@ fn locality_against_mcs_on_4_virtual_nodes() {
 }
 
 /// The strict figure: 8 threads (2 per node) on 4 virtual nodes, stealing off, the default limit
-/// of 1000 local handoffs: at most 10% of the handoffs may cross nodes. With 2 threads per node
+/// of 64 local handoffs: at most 10% of the handoffs may cross nodes. With 2 threads per node
 /// the one local waiter is often not queued when the handoff is chosen, depending on the
 /// scheduler more than on the lock.
 #[test]
