@@ -41,11 +41,12 @@ pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_millis(1);
 /// with stealing (on by default) most acquisitions here are steals, which do not count, so 1000
 /// handoffs made one node's turn last milliseconds. Measured in numa_sim (`numasim --threads
 /// 8,16,32,64,72 --locks hq --hq-local-handoffs N`, counter workload, 10 ms; BENCHMARKS.md):
-/// with 1000, two of the X5-4's four sockets did almost nothing for the whole 10 ms at 32 threads
-/// (fairness factor 0.99) and 16 threads ran 0.78x McsMutex; with 64, fairness 0.52-0.57 on the
-/// X5-4 and 0.54-0.56 on the Kunpeng 920, 16 threads 1.31x and 1.35x faster than with 1000, the
-/// same throughput at 32-72 threads, and remote handoffs at 32 threads on the X5-4 1.5% (32
-/// local handoffs: 2.5%, 16: 3.7%).
+/// with 1000, two of the X5-4's four sockets did almost nothing for the whole 10 ms at 32
+/// threads (fairness factor 0.99; 0.5 is fair), the Kunpeng 920's likewise at 32-72 threads
+/// (0.96-0.99); with 64, fairness 0.58-0.63 on the X5-4 and 0.54-0.56 on the Kunpeng 920, its
+/// throughput 4.78 against 4.18 M/s at 64 threads, the same or better elsewhere, and remote
+/// handoffs at 32 threads on the X5-4 0.28% (256: fairness up to 0.74; 32: 0.53-0.58, with
+/// up to 7% less throughput on the Kunpeng 920).
 pub const DEFAULT_HQ_LOCAL_HANDOFFS: u64 = 64;
 
 const MAX_SPIN_TIME: Duration = Duration::from_secs(1);

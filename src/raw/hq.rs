@@ -27,8 +27,10 @@
 //! never contended never allocates) or its `mode` is `FLAT`, and every waiter is a flat waiter:
 //! this is exactly `RawMcs` with `fifo_tail` as its tail. The holder counts consecutive contended
 //! handoffs (a *streak*, carried in the payload of the `HEAD` status it hands on, so it costs no
-//! shared write); after [`HIERARCHICAL_AFTER`] of them it allocates `queues` if needed and sets
-//! the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
+//! shared write); after [`HIERARCHICAL_AFTER`] of them, provided that one of them went to a
+//! waiter of the holder's own NUMA node ([`LOCAL_SEEN`]: else the per-node queues could not keep
+//! any handoff local, and would only cost every acquisition), it allocates `queues` if needed
+//! and sets the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
 //! the streak restarts at 0 with the next waiter). Only the lock holder writes `queues` and
 //! `mode`, so writers never race; arrivals read them once, and **every path below is correct
 //! whichever mode an arrival saw**: flat waiters and representatives coexist in the FIFO at any
@@ -51,7 +53,8 @@
 //!
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`), `streak`
-//! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`].
+//! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`], plus
+//! [`LOCAL_SEEN`] once one of them went from a flat waiter to a waiter of its own node.
 //!
 //! # Transitions, as (fifo tail, local tail of slot s, lock word)
 //!
@@ -89,10 +92,12 @@
 //!      our node): `F` becomes head with `count + 1` (a local handoff after all);
 //!    - no `S`, `local`, `count > 0` and mode `HIERARCHICAL`: our node has just been handing
 //!      the lock around and its previous holder is likely to be back within our critical
-//!      section, so **defer**: publish `deferred = F | (count + 1) << 32 | s << 56` and return
-//!      without a head. A representative of slot `s` that arrives during the critical section
-//!      claims it (step 3); `unlock` makes `F` head if nobody did (`deferred: d → 0` by CAS,
-//!      before the lock word is released, so exactly one of them wins);
+//!      section, so **defer**: publish `deferred = F | (count + 1) << 32 | s << 56`, mark the
+//!      lock word (`x → x | DEFERRED_MARK << PROXY_SHIFT`, so that the unlock's one-CAS fast
+//!      path fails) and return without a head. A representative of slot `s` that arrives during
+//!      the critical section claims it (step 3); `unlock` clears the mark and makes `F` head if
+//!      nobody did (`deferred: d → 0` by CAS, before the lock word is released, so exactly one
+//!      of them wins);
 //!    - otherwise `F` becomes head with count 0.
 //!
 //! Without deferral the local successor would be chosen when the holder *acquires*, a moment
@@ -160,6 +165,11 @@ const FLAT: u32 = 0;
 /// `NodeQueues::mode`: arrivals join their slot's local queue.
 const HIERARCHICAL: u32 = 1;
 
+/// What `pass_headship` records in the lock word's proxy bits (see `LockWord`) when it defers a
+/// handoff: any nonzero value makes the unlock's fast path fail. (HQ has no proxy node; the
+/// deferral itself is in `NodeQueues::deferred`.)
+const DEFERRED_MARK: u32 = 1;
+
 /// Consecutive contended handoffs after which the lock turns hierarchical: long enough that a
 /// lock with an occasional second waiter stays a plain (allocation-free) queue lock, short
 /// enough that sustained contention switches within microseconds.
@@ -169,6 +179,17 @@ const HIERARCHICAL_AFTER: u32 = 8;
 /// `tunables::hq_local_handoffs()` is at most 2^24, so a count below it fits.
 const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
+
+/// In the streak (the payload's bits above the count): set once a contended handoff of the
+/// streak went from a flat waiter to a waiter of the same NUMA node. Below it, the number of
+/// contended handoffs, saturating at [`HIERARCHICAL_AFTER`] (4 bits); with it, the payload takes
+/// 24 + 5 = 29 bits, `status::PAYLOAD_MAX`.
+const LOCAL_SEEN: u32 = 16;
+const STREAK_MASK: u32 = LOCAL_SEEN - 1;
+
+/// The streak a handoff saturates: all of them count, and none can make the lock turn
+/// hierarchical that is not already (handoffs within a node's turn).
+const SATURATED: u32 = HIERARCHICAL_AFTER | LOCAL_SEEN;
 
 /// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
 #[inline]
@@ -245,7 +266,7 @@ impl NodeQueues {
             .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
         let count = (d >> 32) as u32 & COUNT_MASK;
-        Some((d as u32, handoff_payload(count, HIERARCHICAL_AFTER)))
+        Some((d as u32, handoff_payload(count, SATURATED)))
     }
 
     /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, takes it and
@@ -298,7 +319,7 @@ impl RawHq {
     }
 
     /// Models only: a flat lock that turns hierarchical after `handoffs` (1 to 8)
-    /// consecutive contended handoffs.
+    /// consecutive contended handoffs, one of them between two waiters of one node.
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn new_switching_after(handoffs: u32) -> Self {
@@ -344,8 +365,16 @@ impl RawHq {
     #[inline]
     pub unsafe fn unlock(&self) {
         self.core.on_release();
+        // The fast path fails if the holder deferred a handoff (the word is not exactly LOCKED).
+        if !self.core.word.try_unlock_fast() {
+            self.unlock_slow();
+        }
+    }
+
+    #[cold]
+    fn unlock_slow(&self) {
         self.hand_deferred();
-        self.core.word.unlock();
+        self.core.word.unlock_slow();
     }
 
     /// Releases the lock so that the next handoff goes to the node that has waited longest
@@ -381,10 +410,20 @@ impl RawHq {
         unsafe { queues.as_ref() }
     }
 
+    /// Before the lock is released: if the holder deferred a handoff (marked in the lock word)
+    /// and no arrival claimed it, make the FIFO front it kept waiting head. Only the lock word
+    /// is read when nothing was deferred: reading `queues` and `deferred` on every unlock cost
+    /// 18-40% of the throughput at 2-4 threads in numa_sim (kunpeng920, counter workload:
+    /// 1.60 against 1.95 M/s at 2 threads, 0.95 against 1.58 at 4), because it widened the
+    /// window in which a waiting thread's look takes the lock's line away before the unlock.
     #[inline]
     fn hand_deferred(&self) {
+        if !self.core.word.has_proxy() {
+            return;
+        }
+        self.core.word.take_recorded_proxy();
         if let Some(front) = self.queues().and_then(NodeQueues::take_deferred) {
-            self.hand_headship(front, handoff_payload(0, HIERARCHICAL_AFTER));
+            self.hand_headship(front, handoff_payload(0, SATURATED));
         }
     }
 
@@ -612,14 +651,18 @@ impl RawHq {
     ) {
         let my = node(me);
         let count = payload & COUNT_MASK;
-        let streak = (payload >> COUNT_BITS)
-            .saturating_add(1)
-            .min(HIERARCHICAL_AFTER);
+        let streak = payload >> COUNT_BITS;
+        let streak = ((streak & STREAK_MASK) + 1).min(HIERARCHICAL_AFTER) | (streak & LOCAL_SEEN);
         let stay_local = !fair && count + 1 < limit;
         // 5. Our local successor, if we are in a local queue.
         let successor = self.leave_local_queue(me, local);
-        // 6. The FIFO. Nobody else in it: (me, *, L) → (S or 0, *, L).
-        if self.fifo_tail.load(Ordering::Relaxed) == me
+        // 6. The FIFO. An entry that has linked itself behind us is the next front: no need to
+        // look at the tail word, on the lock's line, which arrivals and stealers keep taking
+        // away (as in `RawMcs`). Acquire: pairs with the entry's Release link store, as in
+        // `wait_for_next`. Otherwise, if nobody else is in it: (me, *, L) → (S or 0, *, L).
+        let linked = my.fifo_next.load(Ordering::Acquire);
+        if linked == 0
+            && self.fifo_tail.load(Ordering::Relaxed) == me
             && self
                 .fifo_tail
                 .compare_exchange(
@@ -641,7 +684,26 @@ impl RawHq {
             }
             return;
         }
-        let front = wait_for_next(&my.fifo_next);
+        let front = if linked != 0 {
+            linked
+        } else {
+            wait_for_next(&my.fifo_next)
+        };
+        // A flat waiter hands to a waiter of its own node: the per-node queues could keep such
+        // handoffs local. Without one in the whole streak (one thread per node, or nodes
+        // interleaved in the queue), turning hierarchical would only add work to every
+        // acquisition: in numa_sim, HqMutex at 4 threads on 4 nodes of the Kunpeng 920 ran at
+        // 0.73x McsMutex hierarchical, 1.0x flat. Relaxed: `front`'s owner wrote `numa` before
+        // the Release swap that published it, made visible by our Acquire in `wait_for_next`;
+        // it is on the line of `front.status`, which we write next anyway.
+        let streak = if local.is_none()
+            && streak & LOCAL_SEEN == 0
+            && node(front).numa.load(Ordering::Relaxed) == my.numa.load(Ordering::Relaxed)
+        {
+            streak | LOCAL_SEEN
+        } else {
+            streak
+        };
         self.note_contended(streak);
         match successor {
             Some(s) if stay_local => {
@@ -678,6 +740,9 @@ impl RawHq {
                     let deferred =
                         u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56;
                     queues.deferred.store(deferred, Ordering::Release);
+                    // Make `unlock`'s one-CAS fast path fail, so that it looks for the
+                    // deferral (see `hand_deferred`).
+                    self.core.word.record_proxy(DEFERRED_MARK);
                 }
                 _ => self.hand_headship(front, handoff_payload(0, streak)),
             },
@@ -685,9 +750,9 @@ impl RawHq {
     }
 
     /// The holder made a contended handoff with a streak of `streak`: turn hierarchical once
-    /// contention is sustained.
+    /// contention is sustained and a handoff of the streak could have stayed on its node.
     fn note_contended(&self, streak: u32) {
-        if streak < self.switch_after() {
+        if streak & STREAK_MASK < self.switch_after() || streak & LOCAL_SEEN == 0 {
             return;
         }
         match self.queues() {

@@ -39,7 +39,7 @@ use crate::wait::{self, SpinBudget};
 /// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
-/// | `LOCKED \| proxy << PROXY_SHIFT` | held; CNA only: the holder deferred its handoff and left the proxy node `proxy` in the queue (only the holder writes these bits) |
+/// | `LOCKED \| proxy << PROXY_SHIFT` | held; the holder deferred its handoff: CNA left the proxy node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder writes these bits) |
 ///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
 ///
@@ -57,7 +57,7 @@ use crate::wait::{self, SpinBudget};
 ///   its unlock must not pay for another wake (the head sets `PARKED` again if it sleeps again);
 /// - unlock_fair with waiters queued: `x → (x - LOCKED - PARKED) | NO_STEAL | FAIR` (CAS,
 ///   Release), then wake if `PARKED` was set;
-/// - CNA holder deferring its handoff: `x → x | proxy << PROXY_SHIFT` (fetch_or); the thread
+/// - CNA or HQ holder deferring its handoff: `x → x | proxy << PROXY_SHIFT` (fetch_or); the thread
 ///   that unlocks takes it back, `x → x & FLAGS` (fetch_and), before any of the unlocks above,
 ///   so the proxy bits never outlive `LOCKED`;
 /// - a thread that empties the queue without the lock (a timed head giving up, or a handoff
@@ -229,7 +229,8 @@ impl LockWord {
         }
     }
 
-    /// The holder records a proxy node standing in the queue for it (CNA's deferred handoff):
+    /// The holder records a deferred handoff (CNA: the proxy node standing in the queue for it;
+    /// HQ: a mark, see `RawHq`):
     /// `x → x | proxy << PROXY_SHIFT`. Relaxed: only the holder writes these bits, and only a
     /// thread that holds the lock (the holder, or one it passed the guard to, which implies
     /// happens-before) reads them back, in `take_recorded_proxy`.
