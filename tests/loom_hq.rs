@@ -117,6 +117,18 @@ fn hq_allocation_race() {
     });
 }
 
+/// A hierarchical lock whose turn is barren (a representative with nobody of its node behind it
+/// hands to another node's) goes flat at once in this model (`new_switching_after(1)`: one
+/// barren turn) while representatives and flat arrivals are queued: they are served either way.
+#[test]
+fn hq_goes_flat_with_waiters_queued() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        contend(|| RawHq::new_switching_after(1), &[(0, 2), (1, 2), (2, 1)])
+    });
+}
+
 /// Switching to hierarchical and back while threads keep arriving, with stealing on.
 #[test]
 fn hq_mode_switches_with_stealing() {

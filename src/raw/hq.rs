@@ -27,11 +27,10 @@
 //! never contended never allocates) or its `mode` is `FLAT`, and every waiter is a flat waiter:
 //! this is exactly `RawMcs` with `fifo_tail` as its tail. The holder counts consecutive contended
 //! handoffs (a *streak*, carried in the payload of the `HEAD` status it hands on, so it costs no
-//! shared write); after [`HIERARCHICAL_AFTER`] of them, provided that one of them went to a
-//! waiter of the holder's own NUMA node ([`LOCAL_SEEN`]: else the per-node queues could not keep
-//! any handoff local, and would only cost every acquisition), it allocates `queues` if needed
-//! and sets the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
-//! the streak restarts at 0 with the next waiter). Only the lock holder writes `queues` and
+//! shared write); after [`HIERARCHICAL_AFTER`] of them it allocates `queues` if needed and sets
+//! the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
+//! the streak restarts at 0 with the next waiter), and so does one whose per-node queues keep
+//! nothing local (barren turns, see the payload below). Only the lock holder writes `queues` and
 //! `mode`, so writers never race; arrivals read them once, and **every path below is correct
 //! whichever mode an arrival saw**: flat waiters and representatives coexist in the FIFO at any
 //! time, a representative serves its local queue whatever the mode is by then, and the mode only
@@ -53,8 +52,12 @@
 //!
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`), `streak`
-//! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`], plus
-//! [`LOCAL_SEEN`] once one of them went from a flat waiter to a waiter of its own node.
+//! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`]; a
+//! hierarchical holder hands on `HIERARCHICAL_AFTER` plus the number of consecutive *barren*
+//! turns (one acquisition, nobody of its node queued). After [`BARREN_TURNS`] of those the
+//! per-node queues are keeping nothing local (one thread per node, say) and only cost every
+//! acquisition: the holder sets the mode to `FLAT` and `flat_until` to [`FLAT_FOR_NS`] from
+//! now, before which no streak turns the lock hierarchical again.
 //!
 //! # Transitions, as (fifo tail, local tail of slot s, lock word)
 //!
@@ -153,7 +156,7 @@ use crate::qnode::{self, Queued, node, status};
 use crate::raw::{
     LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
 };
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn, now_ns};
 use crate::{topology, tunables};
 
 /// Local queues per lock; a thread of NUMA node `n` queues in slot `n % SLOTS`. 64 covers the
@@ -180,16 +183,15 @@ const HIERARCHICAL_AFTER: u32 = 8;
 const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
 
-/// In the streak (the payload's bits above the count): set once a contended handoff of the
-/// streak went from a flat waiter to a waiter of the same NUMA node. Below it, the number of
-/// contended handoffs, saturating at [`HIERARCHICAL_AFTER`] (4 bits); with it, the payload takes
-/// 24 + 5 = 29 bits, `status::PAYLOAD_MAX`.
-const LOCAL_SEEN: u32 = 16;
-const STREAK_MASK: u32 = LOCAL_SEEN - 1;
+/// Consecutive *barren* turns after which a hierarchical lock goes back to flat: turns of one
+/// acquisition that end with nobody of the holder's node queued, so the per-node queues kept
+/// nothing local and only cost every acquisition (one thread per node, say). In the streak,
+/// hierarchical holders count them above [`HIERARCHICAL_AFTER`]: 8 + 7 = 15 fits its 4 bits.
+const BARREN_TURNS: u32 = 7;
 
-/// The streak a handoff saturates: all of them count, and none can make the lock turn
-/// hierarchical that is not already (handoffs within a node's turn).
-const SATURATED: u32 = HIERARCHICAL_AFTER | LOCAL_SEEN;
+/// How long a lock that went flat after barren turns stays flat before it tries the per-node
+/// queues again (a thread population that changed): 10 ms, when trying costs a few handoffs.
+const FLAT_FOR_NS: u64 = 10_000_000;
 
 /// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
 #[inline]
@@ -236,6 +238,9 @@ struct NodeQueues {
     mode: CachePadded<AtomicU32>,
     /// A handoff deferred to the end of the critical section (see the state table), or 0.
     deferred: CachePadded<AtomicU64>,
+    /// While `mode` is `FLAT` after barren turns: until when (`now_ns`) it stays flat; 0 if
+    /// it did not go flat that way. Written and read by lock holders only.
+    flat_until: CachePadded<AtomicU64>,
     /// `local_tail[s]`: the last waiter of slot `s`'s local queue, 0 if none.
     local_tail: [CachePadded<AtomicU32>; SLOTS],
 }
@@ -245,6 +250,7 @@ impl NodeQueues {
         NodeQueues {
             mode: CachePadded::new(AtomicU32::new(mode)),
             deferred: CachePadded::new(AtomicU64::new(0)),
+            flat_until: CachePadded::new(AtomicU64::new(0)),
             local_tail: core::array::from_fn(|_| CachePadded::new(AtomicU32::new(0))),
         }
     }
@@ -266,7 +272,7 @@ impl NodeQueues {
             .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
         let count = (d >> 32) as u32 & COUNT_MASK;
-        Some((d as u32, handoff_payload(count, SATURATED)))
+        Some((d as u32, handoff_payload(count, HIERARCHICAL_AFTER)))
     }
 
     /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, takes it and
@@ -319,7 +325,7 @@ impl RawHq {
     }
 
     /// Models only: a flat lock that turns hierarchical after `handoffs` (1 to 8)
-    /// consecutive contended handoffs, one of them between two waiters of one node.
+    /// consecutive contended handoffs, and (below 8) goes flat again after one barren turn.
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn new_switching_after(handoffs: u32) -> Self {
@@ -423,7 +429,7 @@ impl RawHq {
         }
         self.core.word.take_recorded_proxy();
         if let Some(front) = self.queues().and_then(NodeQueues::take_deferred) {
-            self.hand_headship(front, handoff_payload(0, SATURATED));
+            self.hand_headship(front, handoff_payload(0, HIERARCHICAL_AFTER));
         }
     }
 
@@ -652,8 +658,15 @@ impl RawHq {
         let my = node(me);
         let count = payload & COUNT_MASK;
         let streak = payload >> COUNT_BITS;
-        let streak = ((streak & STREAK_MASK) + 1).min(HIERARCHICAL_AFTER) | (streak & LOCAL_SEEN);
         let stay_local = !fair && count + 1 < limit;
+        // What the streak becomes (see `HIERARCHICAL_AFTER` and `BARREN_TURNS`): a flat waiter
+        // counts one more contended handoff; a waiter of a local queue hands on the plain
+        // hierarchical value, unless its handoff is barren (below).
+        let streak = if local.is_some() {
+            HIERARCHICAL_AFTER
+        } else {
+            streak.min(HIERARCHICAL_AFTER - 1) + 1
+        };
         // 5. Our local successor, if we are in a local queue.
         let successor = self.leave_local_queue(me, local);
         // 6. The FIFO. An entry that has linked itself behind us is the next front: no need to
@@ -676,7 +689,7 @@ impl RawHq {
             match successor {
                 // `S` is the FIFO's only entry (its `fifo_next` is still 0 from its reset).
                 Some(s) => {
-                    self.note_contended(streak);
+                    let streak = self.note_contended(streak);
                     let count = if stay_local { count + 1 } else { 0 };
                     self.hand_headship(s, handoff_payload(count, streak));
                 }
@@ -689,22 +702,7 @@ impl RawHq {
         } else {
             wait_for_next(&my.fifo_next)
         };
-        // A flat waiter hands to a waiter of its own node: the per-node queues could keep such
-        // handoffs local. Without one in the whole streak (one thread per node, or nodes
-        // interleaved in the queue), turning hierarchical would only add work to every
-        // acquisition: in numa_sim, HqMutex at 4 threads on 4 nodes of the Kunpeng 920 ran at
-        // 0.73x McsMutex hierarchical, 1.0x flat. Relaxed: `front`'s owner wrote `numa` before
-        // the Release swap that published it, made visible by our Acquire in `wait_for_next`;
-        // it is on the line of `front.status`, which we write next anyway.
-        let streak = if local.is_none()
-            && streak & LOCAL_SEEN == 0
-            && node(front).numa.load(Ordering::Relaxed) == my.numa.load(Ordering::Relaxed)
-        {
-            streak | LOCAL_SEEN
-        } else {
-            streak
-        };
-        self.note_contended(streak);
+        let streak = self.note_contended(streak);
         match successor {
             Some(s) if stay_local => {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
@@ -744,20 +742,39 @@ impl RawHq {
                     // deferral (see `hand_deferred`).
                     self.core.word.record_proxy(DEFERRED_MARK);
                 }
+                Some(Local { queues, .. }) if count == 0 => {
+                    // A barren turn: ours was its only acquisition, and nobody of our node is
+                    // queued. After `BARREN_TURNS` in a row, go flat for a while.
+                    let barren = (payload >> COUNT_BITS).max(HIERARCHICAL_AFTER) + 1;
+                    let streak = if barren < HIERARCHICAL_AFTER + self.barren_turns() {
+                        barren
+                    } else {
+                        self.go_flat(queues);
+                        0
+                    };
+                    self.hand_headship(front, handoff_payload(0, streak));
+                }
                 _ => self.hand_headship(front, handoff_payload(0, streak)),
             },
         }
     }
 
     /// The holder made a contended handoff with a streak of `streak`: turn hierarchical once
-    /// contention is sustained and a handoff of the streak could have stayed on its node.
-    fn note_contended(&self, streak: u32) {
-        if streak & STREAK_MASK < self.switch_after() || streak & LOCAL_SEEN == 0 {
-            return;
+    /// contention is sustained, unless the lock went flat after barren turns less than
+    /// [`FLAT_FOR_NS`] ago. Returns the streak to hand on: 0 to count again from scratch when
+    /// the lock stays flat (so that the clock is read once per `HIERARCHICAL_AFTER` handoffs).
+    fn note_contended(&self, streak: u32) -> u32 {
+        if streak < self.switch_after() {
+            return streak;
         }
         match self.queues() {
             Some(queues) => {
                 if !queues.is_hierarchical() {
+                    // Relaxed: only holders read and write it, ordered by the lock.
+                    let until = queues.flat_until.load(Ordering::Relaxed);
+                    if until != 0 && now_ns() < until {
+                        return 0;
+                    }
                     // Relaxed: see the module docs (Modes).
                     queues.mode.store(HIERARCHICAL, Ordering::Relaxed);
                 }
@@ -769,6 +786,22 @@ impl RawHq {
                 self.queues.store(queues, Ordering::Release);
             }
         }
+        streak
+    }
+
+    /// The holder saw [`BARREN_TURNS`] barren turns in a row: the per-node queues keep nothing
+    /// local (measured in numa_sim, kunpeng920 counter workload: HqMutex with one thread on each
+    /// of 4 nodes ran at 0.73x McsMutex hierarchical, 1.0x flat). Flat for [`FLAT_FOR_NS`].
+    fn go_flat(&self, queues: &NodeQueues) {
+        if self.switch_after() == 0 {
+            return; // models of an always-hierarchical lock
+        }
+        // Relaxed: see `note_contended` and the module docs (Modes).
+        queues.flat_until.store(
+            now_ns().saturating_add(FLAT_FOR_NS).max(1),
+            Ordering::Relaxed,
+        );
+        queues.mode.store(FLAT, Ordering::Relaxed);
     }
 
     /// The holder found nobody waiting: back to the plain queue lock.
@@ -782,6 +815,17 @@ impl RawHq {
             // Relaxed: see the module docs (Modes).
             queues.mode.store(FLAT, Ordering::Relaxed);
         }
+    }
+
+    /// [`BARREN_TURNS`]; in the models of a switching lock (`new_switching_after(n)`, n < 8),
+    /// 1, so that they explore going flat while waiters are queued.
+    #[inline]
+    fn barren_turns(&self) -> u32 {
+        #[cfg(loom)]
+        if self.switch_after != HIERARCHICAL_AFTER {
+            return 1;
+        }
+        BARREN_TURNS
     }
 
     #[inline]
