@@ -566,3 +566,25 @@ fn virtual_node_count_zero_is_refused() {
     topology::set_virtual_nodes(Some(usize::MAX)).unwrap();
     assert_eq!(topology::virtual_nodes(), Some(usize::MAX));
 }
+
+/// `current_node` answers 0 at once on a one-node machine until a virtual node is set; setting
+/// one (for this thread, or round-robin for all) takes effect at once even after such answers.
+#[test]
+fn virtual_nodes_take_effect_after_fast_answers() {
+    let _off = serialize_virtual_nodes();
+    for _ in 0..3 {
+        assert!(topology::current_node() < topology::node_count());
+    }
+    topology::set_thread_node(Some(7));
+    assert_eq!(topology::current_node(), 7);
+    topology::set_thread_node(None);
+    assert!(topology::current_node() < topology::node_count());
+    topology::set_virtual_nodes(Some(3)).unwrap();
+    let nodes: Vec<usize> = (0..6)
+        .map(|_| std::thread::spawn(topology::current_node).join().unwrap())
+        .collect();
+    assert!(nodes.iter().all(|&n| n < 3), "{nodes:?}");
+    // Six threads in turn take six ordinals, consecutive unless another thread of this process
+    // takes one in between: not all on one node, as a stale "always 0" would answer.
+    assert!(nodes.iter().any(|&n| n != nodes[0]), "{nodes:?}");
+}

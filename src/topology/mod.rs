@@ -31,7 +31,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 // Global settings, not part of any handoff protocol: std atomics even under loom (loom atomics cannot be
 // statics).
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 mod error;
 #[cfg(feature = "hwloc")]
@@ -56,6 +56,16 @@ static VIRTUAL_NODE_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// The next round-robin ordinal to hand out.
 static NEXT_ORDINAL: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether [`current_node`] may answer 0 at once, without its thread-local and the topology
+/// table: `ALWAYS_ZERO_YES` once a thread found the machine to have one node with no virtual
+/// nodes set, `ALWAYS_ZERO_NO` for good once any virtual node was set (the answer then depends
+/// on the thread). Saves 2 of the 2.5 ns a call took on the machine of BENCHMARKS.md, where
+/// feature `stats` calls it on every acquisition.
+static ALWAYS_ZERO: AtomicU8 = AtomicU8::new(ALWAYS_ZERO_UNKNOWN);
+const ALWAYS_ZERO_UNKNOWN: u8 = 0;
+const ALWAYS_ZERO_YES: u8 = 1;
+const ALWAYS_ZERO_NO: u8 = 2;
 
 /// What the calling thread was told about its node.
 struct ThreadNode {
@@ -153,9 +163,37 @@ pub fn node_count() -> usize {
 /// ```
 #[inline]
 pub fn current_node() -> usize {
-    THREAD_NODE
+    // Relaxed: a thread that sets a virtual node stores `ALWAYS_ZERO_NO` first, so it reads its
+    // own store; another thread may answer 0 for a moment after, as with `set_virtual_nodes`.
+    #[cfg(not(any(loom, numa_sim)))]
+    if ALWAYS_ZERO.load(Ordering::Relaxed) == ALWAYS_ZERO_YES {
+        return 0;
+    }
+    current_node_slow()
+}
+
+#[cold]
+fn current_node_slow() -> usize {
+    let node = THREAD_NODE
         .try_with(ThreadNode::node)
-        .unwrap_or_else(|_| hardware_node())
+        .unwrap_or_else(|_| hardware_node());
+    #[cfg(not(any(loom, numa_sim)))]
+    if ALWAYS_ZERO.load(Ordering::Relaxed) == ALWAYS_ZERO_UNKNOWN
+        && detected().node_count() <= 1
+        && VIRTUAL_NODE_COUNT.load(Ordering::Relaxed) == 0
+        && THREAD_NODE
+            .try_with(|thread| thread.explicit.get().is_none())
+            .unwrap_or(false)
+    {
+        // Fails if a virtual node was set meanwhile (`ALWAYS_ZERO_NO` is for good).
+        let _ = ALWAYS_ZERO.compare_exchange(
+            ALWAYS_ZERO_UNKNOWN,
+            ALWAYS_ZERO_YES,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    node
 }
 
 /// Overrides the calling thread's node (tests, NUMA emulation); `None` returns to detection.
@@ -178,6 +216,10 @@ pub fn current_node() -> usize {
 /// topology::set_thread_node(None);
 /// ```
 pub fn set_thread_node(node: Option<usize>) {
+    if node.is_some() {
+        // Relaxed: see `current_node`.
+        ALWAYS_ZERO.store(ALWAYS_ZERO_NO, Ordering::Relaxed);
+    }
     // Ignoring the error: a thread already destroying its thread-locals has no more locks to take.
     let _ = THREAD_NODE.try_with(|thread| thread.explicit.set(node));
 }
@@ -212,6 +254,10 @@ pub fn set_virtual_nodes(count: Option<usize>) -> Result<(), TopologyError> {
         Some(0) => return Err(TopologyError::InvalidVirtualNodeCount { value: 0 }),
         Some(count) => count,
     };
+    if stored != 0 {
+        // Relaxed: see `current_node`.
+        ALWAYS_ZERO.store(ALWAYS_ZERO_NO, Ordering::Relaxed);
+    }
     // Relaxed: see the load in `ThreadNode::node`.
     VIRTUAL_NODE_COUNT.store(stored, Ordering::Relaxed);
     Ok(())
