@@ -469,7 +469,9 @@ fn spread(machine: &'static Machine, threads: usize) -> Vec<usize> {
 
 /// CNA and HQ keep handoffs on one node where MCS's FIFO crosses nodes three times in four or
 /// more: 16 threads on x5-4 (4 per socket), default tunables, 10 ms of virtual time. (Over 2 ms,
-/// HQ's few handoffs between steals include the start-up's: 6% remote.)
+/// HQ's few handoffs between steals include the start-up's: 6% remote.) Without feature
+/// `stats`, whose bookkeeping changes the timing (the claim is about the default build).
+#[cfg(not(feature = "stats"))]
 #[test]
 fn locality_16_threads_x5_4() {
     let _defaults = tunables();
@@ -1029,12 +1031,15 @@ fn lockup_reports_only_a_stuck_lock() {
     drop(numa_locks::lockup::take_hook());
 }
 
-/// Hold times of a known distribution, exactly: critical sections of 1 µs and 10 µs of work,
+/// Hold times of a known distribution: critical sections of 1 µs and 10 µs of work,
 /// alternately, give percentiles in the buckets of those values (plus the lock's own few
-/// hundred ns), and one sample per acquisition.
+/// hundred ns), and an exact count of holds and waits. Holds after uncontended acquisitions are
+/// sampled one in `stats::HOLD_SAMPLE_EVERY`, so the run is long enough for a few hundred
+/// samples.
 #[cfg(feature = "stats")]
 #[test]
 fn hold_percentiles_of_injected_work() {
+    const ROUNDS: u64 = 1_000;
     let _tunables = tunables();
     let machine = Machine::by_name("x5-4").unwrap();
     let snapshot = Arc::new(std::sync::Mutex::new(None));
@@ -1047,7 +1052,7 @@ fn hold_percentiles_of_injected_work() {
             .map(|hw| {
                 let lock = lock.clone();
                 thread::spawn_on(hw, move || {
-                    for i in 0..50 {
+                    for i in 0..ROUNDS {
                         let _g = lock.lock();
                         numa_sim::work(if i % 2 == 0 { 1_000 } else { 10_000 });
                     }
@@ -1069,7 +1074,7 @@ fn hold_percentiles_of_injected_work() {
     );
     assert_eq!(
         (s.acquisitions, s.hold.count(), s.wait.count()),
-        (200, 200, 200)
+        (4 * ROUNDS, 4 * ROUNDS, 4 * ROUNDS)
     );
     assert!((1_000..=1_600).contains(&ns(s.hold.percentile(25.0))));
     assert!((10_000..=16_000).contains(&ns(s.hold.percentile(75.0))));

@@ -391,8 +391,10 @@ impl LockWord {
 }
 
 /// What every lock of the crate holds besides its queues: the lock word and, with feature
-/// `stats`, the counters; and the acquisition paths the locks share (the fast path, `try_lock`,
+/// `stats`, the counters (`repr(C)`: the counters every acquisition writes follow the lock word
+/// on its cache line); and the acquisition paths the locks share (the fast path, `try_lock`,
 /// and the start of the slow path: spin-steal, then queue).
+#[repr(C)]
 pub(crate) struct LockCore {
     pub(crate) word: LockWord,
     #[cfg(feature = "stats")]

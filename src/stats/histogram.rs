@@ -79,10 +79,22 @@ impl Recorder {
     /// Records one value (clock ticks). Must be called by the lock holder.
     #[inline]
     pub(crate) fn record(&self, ticks: u64) {
-        bump(&self.counts[bucket_of(ticks)], 1);
+        self.record_sample(ticks, 1);
+    }
+
+    /// Counts one event and records a sample of it (clock ticks) that stands for `weight`
+    /// events: the distribution (buckets, sum) is weighted, the count is not. Must be called by
+    /// the lock holder.
+    #[inline]
+    pub(crate) fn record_sample(&self, ticks: u64, weight: u64) {
+        bump(&self.counts[bucket_of(ticks)], weight);
         bump(&self.count, 1);
-        self.sum
-            .store(self.sum.load(Relaxed).saturating_add(ticks), Relaxed);
+        self.sum.store(
+            self.sum
+                .load(Relaxed)
+                .saturating_add(ticks.saturating_mul(weight)),
+            Relaxed,
+        );
         if ticks < self.min.load(Relaxed) {
             self.min.store(ticks, Relaxed);
         }
@@ -102,17 +114,20 @@ impl Recorder {
         self.max.store(0, Relaxed);
     }
 
-    /// The samples so far, with `ns_per_tick` to convert them.
-    pub(crate) fn snapshot(&self, ns_per_tick: f64) -> Histogram {
+    /// The samples so far, with `ns_per_tick` to convert them, plus `zeros` events of value 0
+    /// and `unsampled` events without a sample, counted elsewhere (the uncontended
+    /// acquisitions' waits; the holds not timed).
+    pub(crate) fn snapshot(&self, ns_per_tick: f64, zeros: u64, unsampled: u64) -> Histogram {
         let mut counts = [0; BUCKETS];
         for (to, from) in counts.iter_mut().zip(&self.counts) {
             *to = from.load(Relaxed);
         }
+        counts[0] += zeros;
         Histogram {
             counts,
-            count: self.count.load(Relaxed),
+            count: self.count.load(Relaxed) + zeros + unsampled,
             sum: self.sum.load(Relaxed),
-            min: self.min.load(Relaxed),
+            min: if zeros > 0 { 0 } else { self.min.load(Relaxed) },
             max: self.max.load(Relaxed),
             ns_per_tick,
         }
@@ -125,7 +140,13 @@ impl Recorder {
 ///
 /// Values are kept in log buckets (two per power of two), so [`percentile`](Self::percentile)
 /// overstates the exact percentile by at most half of it; [`min`](Self::min), [`max`](Self::max) and
-/// [`mean`](Self::mean) are exact.
+/// [`mean`](Self::mean) are exact, of the values recorded.
+///
+/// A lock's hold times are sampled: every hold that follows an acquisition that waited is
+/// recorded, and one in [`HOLD_SAMPLE_EVERY`](super::HOLD_SAMPLE_EVERY) of the others, weighted
+/// by that number in the buckets and the mean. [`count`](Self::count) still counts every hold;
+/// `min` and `max` are those of the samples. (Reading the clock twice per hold would otherwise
+/// be most of the cost of an uncontended lock and unlock.)
 ///
 /// ```
 /// use std::time::Duration;
@@ -162,7 +183,7 @@ impl Default for Histogram {
 impl Histogram {
     /// An empty histogram of durations (in nanoseconds).
     pub fn new() -> Self {
-        Recorder::new().snapshot(1.0)
+        Recorder::new().snapshot(1.0, 0, 0)
     }
 
     /// Adds one duration (saturating at `u64::MAX` nanoseconds).
@@ -183,7 +204,7 @@ impl Histogram {
 
     /// The smallest value (zero while empty).
     pub fn min(&self) -> Duration {
-        if self.count == 0 {
+        if self.weight() == 0 {
             Duration::ZERO
         } else {
             self.duration(self.min)
@@ -197,11 +218,17 @@ impl Histogram {
 
     /// The mean value (zero while empty).
     pub fn mean(&self) -> Duration {
-        if self.count == 0 {
+        let weight = self.weight();
+        if weight == 0 {
             Duration::ZERO
         } else {
-            Duration::from_nanos((self.sum as f64 / self.count as f64 * self.ns_per_tick) as u64)
+            Duration::from_nanos((self.sum as f64 / weight as f64 * self.ns_per_tick) as u64)
         }
+    }
+
+    /// The weight of the recorded samples: [`count`](Self::count), unless samples were weighted.
+    fn weight(&self) -> u64 {
+        self.counts.iter().sum()
     }
 
     /// The value below which `percent` percent of the values lie (`percent` in 0 to 100, clamped):
@@ -209,15 +236,16 @@ impl Histogram {
     /// [`max`](Self::max). So `percentile(0.0) == min()`, `percentile(100.0) == max()`, and a
     /// percentile overstates the exact one by at most half of it. Zero while empty.
     pub fn percentile(&self, percent: f64) -> Duration {
-        if self.count == 0 {
+        let weight = self.weight();
+        if weight == 0 {
             return Duration::ZERO;
         }
         let fraction = (percent / 100.0).clamp(0.0, 1.0);
         if fraction == 0.0 {
             return self.min();
         }
-        // The rank of the value asked for, 1-based: at least 1, at most `count`.
-        let rank = ((fraction * self.count as f64).ceil() as u64).clamp(1, self.count);
+        // The rank of the value asked for, 1-based: at least 1, at most the samples' weight.
+        let rank = ((fraction * weight as f64).ceil() as u64).clamp(1, weight);
         let mut seen = 0;
         for (bucket, &n) in self.counts.iter().enumerate() {
             seen += n;

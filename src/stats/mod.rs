@@ -11,7 +11,9 @@
 //!
 //! Distributions ([`Histogram`]): the **wait** time of every acquisition, from the `lock()` (or
 //! `try_lock_for`) call to holding the lock (0 for the uncontended fast path and `try_lock`), and
-//! the **hold** time, from acquiring to unlocking. The new holder records the wait; the unlocking
+//! the **hold** time, from acquiring to unlocking: every hold that follows an acquisition that
+//! waited, and one in [`HOLD_SAMPLE_EVERY`] of the others, standing for that many in the
+//! distribution (the hold count is exact). The new holder records the wait; the unlocking
 //! thread records the hold just before it releases the lock. Timestamps are clock ticks (the TSC
 //! on x86-64, a few ns), converted to nanoseconds by the snapshot. Acquisitions made inside a
 //! condition variable's `wait` count as acquisitions but record no wait time (the wait for the
@@ -85,22 +87,45 @@ pub(crate) enum Acquired {
     Requeued,
 }
 
+/// One in this many holds that follow an uncontended acquisition (the fast path or `try_lock`)
+/// is timed, and stands for this many in the hold distribution; the holds that follow an
+/// acquisition that waited are all timed. Reading the clock is the costly part of the feature
+/// (the TSC: about 9 ns on the machine of BENCHMARKS.md, against 13 ns for an uncontended lock
+/// and unlock): timing every hold made an uncontended lock and unlock 3.2x slower there, and a
+/// contended 8-thread `counter` run 0.35x as fast.
+pub const HOLD_SAMPLE_EVERY: u64 = 16;
+const _: () = assert!(
+    HOLD_SAMPLE_EVERY == 1 << 4,
+    "the sampler keeps the hash's top 4 bits"
+);
+
 /// `Counters::acquired_at` when the current hold must not be recorded (see [`reset`]).
 const UNTIMED: u64 = u64::MAX;
+/// `Counters::acquired_at` when the current hold is counted but not timed.
+const COUNT_ONLY: u64 = u64::MAX - 1;
+/// Set in `Counters::acquired_at` (with the acquisition's ticks) when the hold is a sample that
+/// stands for [`HOLD_SAMPLE_EVERY`] holds. Ticks stay below it (2^62 ns is 146 years).
+const WEIGHTED: u64 = 1 << 62;
 
-/// The counters embedded in a lock when the feature is on.
+/// The counters embedded in a lock when the feature is on. `repr(C)`, in this order: what every
+/// uncontended acquisition and release writes comes first, so that it shares the lock word's
+/// cache line (`LockCore` is `repr(C)` too) and moves with the lock instead of after it.
+#[repr(C)]
 pub(crate) struct Counters {
     acquisitions: AtomicU64,
-    contended: AtomicU64,
-    handoffs_local: AtomicU64,
-    handoffs_remote: AtomicU64,
-    parks: AtomicU64,
-    steals: AtomicU64,
-    flushes: AtomicU64,
     /// The previous holder's node plus one; 0 before the first acquisition.
     last_node: AtomicU64,
-    /// When the current holder acquired the lock (clock ticks), or `UNTIMED`.
+    handoffs_local: AtomicU64,
+    handoffs_remote: AtomicU64,
+    /// When the current holder acquired the lock (clock ticks, maybe with `WEIGHTED`), or
+    /// `UNTIMED` or `COUNT_ONLY`.
     acquired_at: AtomicU64,
+    /// Holds counted but not timed (see [`HOLD_SAMPLE_EVERY`]).
+    untimed_holds: AtomicU64,
+    contended: AtomicU64,
+    steals: AtomicU64,
+    parks: AtomicU64,
+    flushes: AtomicU64,
     wait: Recorder,
     hold: Recorder,
 }
@@ -124,14 +149,15 @@ impl Counters {
     pub(crate) const fn new() -> Self {
         Counters {
             acquisitions: AtomicU64::new(0),
-            contended: AtomicU64::new(0),
+            last_node: AtomicU64::new(0),
             handoffs_local: AtomicU64::new(0),
             handoffs_remote: AtomicU64::new(0),
-            parks: AtomicU64::new(0),
-            steals: AtomicU64::new(0),
-            flushes: AtomicU64::new(0),
-            last_node: AtomicU64::new(0),
             acquired_at: AtomicU64::new(UNTIMED),
+            untimed_holds: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            steals: AtomicU64::new(0),
+            parks: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
             wait: Recorder::new(),
             hold: Recorder::new(),
         }
@@ -139,21 +165,45 @@ impl Counters {
 
     /// Records an acquisition. Must be called by the new holder; `since` is when its `lock()`
     /// call started (clock ticks), for the acquisitions that waited.
+    ///
+    /// The uncontended acquisitions (`Acquired::Uncontended`) record no wait sample: their
+    /// zero waits are counted at snapshot time, as `acquisitions - steals - contended`. They time
+    /// one hold in [`HOLD_SAMPLE_EVERY`].
     #[inline]
     pub(crate) fn on_acquire(&self, how: Acquired, since: Option<u64>) {
-        let now = sync::ticks();
-        match (how, since) {
-            (Acquired::Requeued, _) => {}
-            (_, Some(since)) => self.wait.record(now.saturating_sub(since)),
-            (_, None) => self.wait.record(0),
-        }
-        self.acquired_at.store(now, Relaxed);
-        bump(&self.acquisitions, 1);
-        match how {
-            Acquired::Uncontended => {}
-            Acquired::Stolen => bump(&self.steals, 1),
-            Acquired::Queued | Acquired::Requeued => bump(&self.contended, 1),
-        }
+        let acquisitions = self.acquisitions.load(Relaxed);
+        self.acquisitions.store(acquisitions + 1, Relaxed);
+        let at = match how {
+            Acquired::Uncontended => {
+                // One in HOLD_SAMPLE_EVERY, spread by a multiplicative hash of the count (the
+                // golden ratio's bits), so that the samples do not alias with a workload whose
+                // hold times repeat with a short period, as `count % N` would.
+                if acquisitions.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60 == 0 {
+                    sync::ticks() | WEIGHTED
+                } else {
+                    COUNT_ONLY
+                }
+            }
+            Acquired::Requeued => {
+                bump(&self.contended, 1);
+                sync::ticks()
+            }
+            Acquired::Stolen | Acquired::Queued => {
+                bump(
+                    if how == Acquired::Stolen {
+                        &self.steals
+                    } else {
+                        &self.contended
+                    },
+                    1,
+                );
+                let now = sync::ticks();
+                self.wait
+                    .record(since.map_or(0, |since| now.saturating_sub(since)));
+                now
+            }
+        };
+        self.acquired_at.store(at, Relaxed);
         let parks = PARKS.try_with(|p| p.replace(0)).unwrap_or(0);
         if parks != 0 {
             bump(&self.parks, parks);
@@ -170,16 +220,23 @@ impl Counters {
                 1,
             );
         }
-        self.last_node.store(node, Relaxed);
+        if last != node {
+            self.last_node.store(node, Relaxed);
+        }
     }
 
     /// Records the hold that ends now. Must be called by the holder, before it releases the
     /// lock.
     #[inline]
     pub(crate) fn on_release(&self) {
-        let at = self.acquired_at.load(Relaxed);
-        if at != UNTIMED {
-            self.hold.record(sync::ticks().saturating_sub(at));
+        match self.acquired_at.load(Relaxed) {
+            UNTIMED => {}
+            COUNT_ONLY => bump(&self.untimed_holds, 1),
+            at if at & WEIGHTED != 0 => self.hold.record_sample(
+                sync::ticks().saturating_sub(at & !WEIGHTED),
+                HOLD_SAMPLE_EVERY,
+            ),
+            at => self.hold.record(sync::ticks().saturating_sub(at)),
         }
     }
 
@@ -195,6 +252,7 @@ impl Counters {
             &self.steals,
             &self.flushes,
             &self.last_node,
+            &self.untimed_holds,
         ] {
             counter.store(0, Relaxed);
         }
@@ -215,16 +273,23 @@ impl Counters {
     }
 
     pub(crate) fn snapshot(&self) -> LockStats {
+        let (steals, contended) = (self.steals.load(Relaxed), self.contended.load(Relaxed));
+        let acquisitions = self.acquisitions.load(Relaxed);
+        // The uncontended acquisitions' zero waits (see `on_acquire`); saturating, since a
+        // snapshot taken while the lock is busy may see the counters at different moments.
+        let uncontended = acquisitions.saturating_sub(steals + contended);
         LockStats {
-            acquisitions: self.acquisitions.load(Relaxed),
-            contended: self.contended.load(Relaxed),
+            acquisitions,
+            contended,
             handoffs_local: self.handoffs_local.load(Relaxed),
             handoffs_remote: self.handoffs_remote.load(Relaxed),
             parks: self.parks.load(Relaxed),
-            steals: self.steals.load(Relaxed),
+            steals,
             flushes: self.flushes.load(Relaxed),
-            wait: self.wait.snapshot(sync::ns_per_tick()),
-            hold: self.hold.snapshot(sync::ns_per_tick()),
+            wait: self.wait.snapshot(sync::ns_per_tick(), uncontended, 0),
+            hold: self
+                .hold
+                .snapshot(sync::ns_per_tick(), 0, self.untimed_holds.load(Relaxed)),
         }
     }
 }
