@@ -58,3 +58,8 @@ pub use mutex::{
 #[cfg(loom)]
 #[doc(hidden)]
 pub use sync::loom_clock;
+
+/// README.md's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
