@@ -107,9 +107,9 @@ const COUNT_ONLY: u64 = u64::MAX - 1;
 /// stands for [`HOLD_SAMPLE_EVERY`] holds. Ticks stay below it (2^62 ns is 146 years).
 const WEIGHTED: u64 = 1 << 62;
 
-/// The counters embedded in a lock when the feature is on. `repr(C)`, in this order: what every
-/// uncontended acquisition and release writes comes first, so that it shares the lock word's
-/// cache line (`LockCore` is `repr(C)` too) and moves with the lock instead of after it.
+/// The counters embedded in a lock when the feature is on (cache-padded, see `LockCore`).
+/// `repr(C)`, in this order: what every uncontended acquisition and release writes comes
+/// first, on one cache line.
 #[repr(C)]
 pub(crate) struct Counters {
     acquisitions: AtomicU64,

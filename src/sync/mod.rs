@@ -199,6 +199,10 @@ pub(crate) fn ns_per_tick() -> f64 {
     }
 }
 
+/// `true` where [`modelled_node`] answers (loom, the simulator): the node is the model's, and
+/// nothing may cache a hardware answer.
+pub(crate) const MODELLED: bool = cfg!(any(loom, numa_sim));
+
 /// Where a modelled platform says the calling thread runs: `Some((node, node_count))` under loom
 /// (node 0 of 1, so models stay deterministic) and under the simulator (the simulated core's
 /// node); `None` on real hardware, where `topology` asks the operating system.

@@ -165,8 +165,7 @@ pub fn node_count() -> usize {
 pub fn current_node() -> usize {
     // Relaxed: a thread that sets a virtual node stores `ALWAYS_ZERO_NO` first, so it reads its
     // own store; another thread may answer 0 for a moment after, as with `set_virtual_nodes`.
-    #[cfg(not(any(loom, numa_sim)))]
-    if ALWAYS_ZERO.load(Ordering::Relaxed) == ALWAYS_ZERO_YES {
+    if !crate::sync::MODELLED && ALWAYS_ZERO.load(Ordering::Relaxed) == ALWAYS_ZERO_YES {
         return 0;
     }
     current_node_slow()
@@ -177,8 +176,8 @@ fn current_node_slow() -> usize {
     let node = THREAD_NODE
         .try_with(ThreadNode::node)
         .unwrap_or_else(|_| hardware_node());
-    #[cfg(not(any(loom, numa_sim)))]
-    if ALWAYS_ZERO.load(Ordering::Relaxed) == ALWAYS_ZERO_UNKNOWN
+    if !crate::sync::MODELLED
+        && ALWAYS_ZERO.load(Ordering::Relaxed) == ALWAYS_ZERO_UNKNOWN
         && detected().node_count() <= 1
         && VIRTUAL_NODE_COUNT.load(Ordering::Relaxed) == 0
         && THREAD_NODE
