@@ -689,13 +689,13 @@ fn reference(machine: &str, lock: cli::LockKind, threads: usize) -> report::Row 
 ///   1.18x the old CnaMutex). With stealing and parking, most acquisitions are a thread taking
 ///   again the lock it just released, and the queue policy decides only the rest (BENCHMARKS.md):
 ///   the ratios between the queue locks are modest and move with such tunables.
-/// - X5-4, 32 threads: CnaMutex and HqMutex at least 1.1x McsMutex (1.15, 1.23). The issue asks
+/// - X5-4, 32 threads: CnaMutex and HqMutex at least 1.1x McsMutex (1.14, 1.23). The issue asks
 ///   for CNA >= 1.4x MCS: missed, and not for want of locality. McsMutex with stealing does not
 ///   hand the lock over in FIFO order the way the CNA paper's baseline (a spinning MCS lock)
 ///   does: its releasing thread usually takes the lock again before the parked head wakes, so
 ///   at 32 threads it runs at 91% of one thread's rate (3.41 against 3.75 M/s). Against the
-///   spinning MCS model (the paper's baseline) CnaMutex is at least 1.4x at 32 threads (1.44)
-///   and 1.5x at 72 (1.52), as in the paper.
+///   spinning MCS model (the paper's baseline) CnaMutex is at least 1.4x at 32 threads (1.43)
+///   and 1.5x at 72 (1.51), as in the paper.
 /// - X5-4, 32 threads: CNA and HQ cross nodes in at most 2% of handoffs, and the busiest half of
 ///   the threads does at most 60% of the work (fairness factor <= 0.6).
 ///

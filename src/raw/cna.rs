@@ -61,7 +61,8 @@
 //! which keeps light contention as cheap as MCS; once a secondary queue exists, or two or more
 //! waiters are queued behind the head (sustained contention), it always does. The second
 //! condition is ours, not the kernel's: after each flush, a 1/128 restart would leave the queue
-//! in FIFO order for ~128 handoffs.
+//! in FIFO order for ~128 handoffs. It is dropped for a thread whose last walks found nothing
+//! local (one thread per node: `BARREN_WALKS_LIMIT`), until a walk finds a waiter of its node.
 //!
 //! Links moved by the head are written with Relaxed stores: only the current head writes them,
 //! and the next head (and, later, each moved waiter when it becomes head) reads them after the
@@ -107,6 +108,19 @@ pub struct RawCna {
 
 /// With no secondary queue, the head reorders the queue once in this many acquisitions.
 const SHUFFLE_ONE_IN: u32 = 128;
+
+/// After this many reordering walks in a row that found no waiter of its node, a thread stops
+/// reordering on queue length alone (see `lock_as_head`) until a walk finds one again.
+///
+/// Measured in numa_sim (`counter`, default tunables, 4 threads): with one thread per node
+/// (`x5-4`, `kunpeng920`) every walk is barren, and with two per socket (`epyc-2s`) most are,
+/// the other local thread being the one that just released. Reading the waiters' lines just
+/// before one of them is handed the lock cost CnaMutex 7-18% against McsMutex (0.89x, 0.93x,
+/// 0.82x); with the limit, 1.00x, 1.09x and 1.05x (on `epyc-2s` with 49% remote handoffs
+/// instead of 5%). At 16 threads and more the walks find local waiters and nothing changes (within 1%
+/// on `counter`). Limits of 2 and 4 also cut walks that pay at 6-8 threads (`kunpeng920`,
+/// 6 threads, limit 4: -56%); 8 does not.
+const BARREN_WALKS_LIMIT: u32 = 8;
 
 /// Where the head's reordering walk stands (it resumes there while the lock stays busy).
 struct Walk {
@@ -229,9 +243,12 @@ impl RawCna {
         // Shuffle reduction: with no secondary queue, reorder once in SHUFFLE_ONE_IN handoffs,
         // unless the queue shows sustained contention (two or more waiters behind us), where
         // reordering pays for itself.
+        // A thread whose walks keep finding no waiter of its node (one thread per node) stops
+        // reordering on queue length alone: `BARREN_WALKS_LIMIT`.
         let mut reorder = secondary.get() != 0 || shuffle_now();
         let mut walk = Walk { cursor: 0 };
         let mut undecided = false;
+        let mut walked = false;
         let lockup_walk = |visit: &mut dyn FnMut(u64)| {
             walk_links(me, |n| &n.next, visit);
             walk_links(secondary.get(), |n| &n.next, visit);
@@ -242,12 +259,15 @@ impl RawCna {
         let acquired = self.core.word.acquire_as_head(
             || {
                 if !reorder {
-                    reorder = queue_is_long(my);
+                    // Barren walks first: `queue_is_long` reads our successor's node, a remote
+                    // line on the handoff's path when there is nothing local to find.
+                    reorder = !walks_barren() && queue_is_long(my);
                     if !reorder {
                         return true;
                     }
                 }
                 let mut s = secondary.get();
+                walked = true;
                 undecided = self.order_queue(me, numa, &mut s, &mut walk);
                 secondary.set(s);
                 undecided
@@ -263,7 +283,7 @@ impl RawCna {
             }
             return Queued::GaveUp;
         };
-        if !reorder && queue_is_long(my) {
+        if !reorder && !walks_barren() && queue_is_long(my) {
             // We took the lock at once (the wait never ran the reordering), but the queue shows
             // sustained contention: reorder now.
             undecided = true;
@@ -272,7 +292,12 @@ impl RawCna {
             // No waiter of our node was linked while we waited: the previous holder, often the
             // one local waiter, re-queues just as we take the lock. Look once more (resuming the
             // walk, so this costs only the newly linked nodes) before choosing the next head.
-            self.order_queue(me, numa, &mut secondary, &mut walk);
+            walked = true;
+            undecided = self.order_queue(me, numa, &mut secondary, &mut walk);
+        }
+        if walked {
+            // `undecided`: no waiter of our node behind us, or nobody at all.
+            note_walk(!undecided);
         }
         #[cfg(feature = "stats")]
         let flushed = self.pass_headship(me, numa, secondary, fair, true);
@@ -414,15 +439,17 @@ impl RawCna {
             }
             next = wait_for_next(&my.next);
         }
-        let next_is_local = node(next).numa.load(Ordering::Relaxed) == numa;
+        // Our successor's node matters only with a secondary queue (to defer or flush); without
+        // one, reading it would add a remote miss to the handoff for nothing (numa_sim,
+        // `epyc-2s`, 2 threads: 0.95x -> 0.99x McsMutex).
+        let next_is_remote = secondary != 0 && node(next).numa.load(Ordering::Relaxed) != numa;
         // Defer only while we hold a secondary queue: it shows that waiters of our node were
         // queued behind remote ones lately, so one may well re-queue during our critical
         // section. Without one (say, one thread per node), deferring only moves the handoff's
         // remote transfer into the critical path: measured in numa_sim on x5-4 with 4 threads
         // (one per socket), CNA went from 0.90x to 1.13x McsMutex (BENCHMARKS.md).
-        if !next_is_local
+        if next_is_remote
             && may_defer
-            && secondary != 0
             && let Some(proxy) = qnode::take_proxy()
         {
             // Defer: the proxy takes our place at the head of the queue, holding the secondary
@@ -431,7 +458,7 @@ impl RawCna {
             self.core.word.record_proxy(proxy);
             return false;
         }
-        if secondary != 0 && (flush_due || !next_is_local) {
+        if secondary != 0 && (flush_due || next_is_remote) {
             // Flush: the secondary queue goes first, then the rest of the main queue.
             let head = node(secondary);
             let secondary_tail = head.secondary_tail.load(Ordering::Relaxed);
@@ -518,6 +545,35 @@ fn queue_is_long(my: &crate::qnode::QNode) -> bool {
     // Acquire: pairs with the linking Release store, as in `order_queue`.
     let next = my.next.load(Ordering::Acquire);
     next != 0 && node(next).next.load(Ordering::Acquire) != 0
+}
+
+crate::sync::thread_local! {
+    /// Reordering walks in a row by this thread that found no waiter of its node.
+    static BARREN_WALKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread's last [`BARREN_WALKS_LIMIT`] walks found no waiter of its node. Never
+/// under loom, so the models explore the reordering.
+#[inline]
+fn walks_barren() -> bool {
+    !EXHAUSTIVE
+        && BARREN_WALKS
+            .try_with(|walks| walks.get() >= BARREN_WALKS_LIMIT)
+            .unwrap_or(false)
+}
+
+/// Records a reordering walk that found a waiter of our node (`fruitful`) or none.
+#[inline]
+fn note_walk(fruitful: bool) {
+    if !EXHAUSTIVE {
+        let _ = BARREN_WALKS.try_with(|walks| {
+            walks.set(if fruitful {
+                0
+            } else {
+                walks.get().saturating_add(1)
+            })
+        });
+    }
 }
 
 /// Shuffle reduction: `true` once in [`SHUFFLE_ONE_IN`] calls, from a per-thread xorshift.
