@@ -211,6 +211,43 @@ fn help_explains_locks_workloads_and_columns() {
     }
 }
 
+/// The defaults `--help` states for the pass-through tunables are the crate's own (a default
+/// that changes in `tunables` must change in the help too).
+#[test]
+fn help_states_the_crate_defaults() {
+    use numa_locks::tunables;
+    let help = run_ok(&["--help"])
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (option, default) in [
+        ("--spin-us", tunables::DEFAULT_SPIN_TIME.as_micros()),
+        (
+            "--steal-bound-us",
+            tunables::DEFAULT_STEAL_BOUND.as_micros(),
+        ),
+        (
+            "--cna-flush-us",
+            tunables::DEFAULT_CNA_FLUSH_THRESHOLD.as_micros(),
+        ),
+        (
+            "--hq-local-handoffs",
+            u128::from(tunables::DEFAULT_HQ_LOCAL_HANDOFFS),
+        ),
+    ] {
+        let start = help
+            .find(&format!("{option} <"))
+            .unwrap_or_else(|| panic!("--help does not describe {option}"));
+        let text = &help[start..];
+        let stated = text
+            .find("[default: ")
+            .map(|at| &text[at + "[default: ".len()..])
+            .and_then(|rest| rest.split(']').next())
+            .unwrap_or_else(|| panic!("--help states no default for {option}"));
+        assert_eq!(stated, default.to_string(), "--help's default for {option}");
+    }
+}
+
 const TINY: [&str; 4] = ["--duration-us", "200", "--format", "csv"];
 
 fn tiny(extra: &[&str]) -> String {

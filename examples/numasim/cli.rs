@@ -216,12 +216,12 @@ struct Args {
     steal_bound_us: Option<f64>,
 
     /// Tunable: the age at which CNA flushes its secondary queue, in microseconds
-    /// (tunables::set_cna_flush_threshold) [default: 1000]
+    /// (tunables::set_cna_flush_threshold) [default: 100]
     #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
     cna_flush_us: Option<f64>,
 
     /// Tunable: consecutive handoffs HQ keeps within a node (tunables::set_hq_local_handoffs)
-    /// [default: 1000]
+    /// [default: 64]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     hq_local_handoffs: Option<u64>,
 }
