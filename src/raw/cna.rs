@@ -612,15 +612,9 @@ impl QueueLock for RawCna {
     }
 
     fn requeue(&self, _: Token, first: u32, last: u32) {
-        // As `RawMcs::requeue`: the chain joins the main queue; heads sort it by node later.
-        // AcqRel / Release: as there.
-        let prev = self.tail.swap(last, Ordering::AcqRel);
-        if prev != 0 {
-            node(prev).next.store(first, Ordering::Release);
-        } else {
-            let made = self.core.word.hand_to(node(first), 0);
-            debug_assert!(made);
-        }
+        // The chain joins the main queue; heads sort it by node later.
+        self.core
+            .append_requeued(&self.tail, |n| &n.next, first, last);
     }
 
     fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {

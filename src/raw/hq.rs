@@ -884,16 +884,8 @@ impl QueueLock for RawHq {
             at = next;
         }
         node(last).fifo_next.store(0, Ordering::Relaxed);
-        // (prev, *, *) → (last, *, *). AcqRel: as in `lock_queued`.
-        let prev = self.fifo_tail.swap(last, Ordering::AcqRel);
-        if prev != 0 {
-            // Release: pairs with the Acquire in `wait_for_next`.
-            node(prev).fifo_next.store(first, Ordering::Release);
-        } else {
-            // The FIFO was empty: `first` is head (a requeued waiter never abandons).
-            let made = self.core.word.hand_to(node(first), 0);
-            debug_assert!(made);
-        }
+        self.core
+            .append_requeued(&self.fifo_tail, |n| &n.fifo_next, first, last);
     }
 
     fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {

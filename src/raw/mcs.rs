@@ -219,19 +219,8 @@ impl QueueLock for RawMcs {
     }
 
     fn requeue(&self, _: Token, first: u32, last: u32) {
-        // (prev, *) → (last, *). AcqRel: Release publishes the chain's nodes and links (written
-        // by the condition variable) to whoever links behind `last`; Acquire makes `prev`'s node
-        // visible before we write its link.
-        let prev = self.tail.swap(last, Ordering::AcqRel);
-        if prev != 0 {
-            // Release: pairs with the Acquire in `wait_for_next`.
-            node(prev).next.store(first, Ordering::Release);
-        } else {
-            // The queue was empty: `first` is head. It cannot have been abandoned (a waiter
-            // requeued from a condition variable no longer times out).
-            let made = self.core.word.hand_to(node(first), 0);
-            debug_assert!(made);
-        }
+        self.core
+            .append_requeued(&self.tail, |n| &n.next, first, last);
     }
 
     fn lock_as_requeued_head(&self, _: Token, me: u32, _head: u32) {

@@ -485,6 +485,31 @@ impl LockCore {
         self.stats.on_release();
     }
 
+    /// Appends the chain `first ..= last` of condition-variable waiters (already linked by
+    /// `link`, `last`'s link 0) to the queue whose tail word is `tail` and whose links are
+    /// `link`, as one arrival would join it (`QueueLock::requeue` of every lock).
+    pub(crate) fn append_requeued(
+        &self,
+        tail: &AtomicU32,
+        link: impl Fn(&QNode) -> &AtomicU32,
+        first: u32,
+        last: u32,
+    ) {
+        // (prev, *) → (last, *). AcqRel: Release publishes the chain's nodes and links (written
+        // by the condition variable) to whoever links behind `last`; Acquire makes `prev`'s node
+        // visible before we write its link.
+        let prev = tail.swap(last, Ordering::AcqRel);
+        if prev != 0 {
+            // Release: pairs with the Acquire in `wait_for_next`.
+            link(qnode::node(prev)).store(first, Ordering::Release);
+        } else {
+            // The queue was empty: `first` is head. It cannot have been abandoned (a waiter
+            // requeued from a condition variable no longer times out).
+            let made = self.word.hand_to(qnode::node(first), 0);
+            debug_assert!(made);
+        }
+    }
+
     /// Counts an acquisition that waited in the queue outside `lock_contended` (a waiter moved
     /// there from a condition variable). Called by the new holder.
     #[inline]
