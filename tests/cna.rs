@@ -1,7 +1,7 @@
 //! CnaMutex: locality on virtual NUMA nodes, bounded bypass, adversarial node ids, stats.
 //!
-//! The tunables are process-wide, so the tests of this binary take `SERIAL` and restore the
-//! defaults when they finish.
+//! The tunables are process-wide, so the tests of this binary take turns (`common::serial`) and
+//! restore the defaults when they finish.
 //!
 //! Locality and bypass depend on scheduling as much as on the lock: `cargo test` judges them
 //! only with margins that hold on any machine (see `common::COMPARISON`); the strict figures
@@ -10,27 +10,14 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Shape, locality_run};
+use common::{Shape, locality_run, serial};
 use numa_locks::raw::{RawCna, RawMcs};
 use numa_locks::{topology, tunables};
-
-static SERIAL: StdMutex<()> = StdMutex::new(());
-
-/// Serializes the tests and restores the default tunables when dropped.
-struct Serial(#[allow(dead_code)] StdGuard<'static, ()>);
-fn serial() -> Serial {
-    Serial(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
-}
-impl Drop for Serial {
-    fn drop(&mut self) {
-        tunables::reset_defaults();
-    }
-}
 
 #[test]
 fn size_is_one_word() {

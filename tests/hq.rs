@@ -1,7 +1,8 @@
 //! `HqMutex`-specific tests: size, locality on virtual nodes, bounded bypass of the oldest node,
 //! garbage node ids, per-node state allocation and release, and the `stats` counters.
 //!
-//! The tunables are process-wide, so every test takes `SERIAL` and restores the defaults.
+//! The tunables are process-wide, so every test takes turns (`common::serial`) and restores the
+//! defaults.
 //!
 //! Locality and bypass depend on scheduling as much as on the lock: `cargo test` judges them
 //! only with margins that hold on any machine (see `common::COMPARISON`); the strict figures
@@ -14,32 +15,13 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{HANG_BOUND, Handoffs};
+use common::{HANG_BOUND, Handoffs, serial};
 use numa_locks::raw::RawHq;
 use numa_locks::{HqMutex, topology, tunables};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Serializes the tests of this binary and restores the default tunables on both ends.
-struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
-
-impl Serial {
-    fn take() -> Self {
-        let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        tunables::reset_defaults();
-        Serial(guard)
-    }
-}
-
-impl Drop for Serial {
-    fn drop(&mut self) {
-        tunables::reset_defaults();
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // A counting allocator: live bytes and allocations process-wide, allocations per thread.
@@ -140,7 +122,7 @@ fn size_within_16_bytes() {
 /// (see `common::COMPARISON` for why that margin holds on any machine).
 #[test]
 fn locality_against_mcs_on_4_virtual_nodes() {
-    let _serial = Serial::take();
+    let _serial = serial();
     tunables::set_stealing(false).unwrap();
     common::assert_more_local_than_mcs::<RawHq>("hq");
 }
@@ -152,7 +134,7 @@ fn locality_against_mcs_on_4_virtual_nodes() {
 #[test]
 #[ignore = "report only: scheduling-sensitive strict figure (<= 10% remote); the simulator asserts it, .ci/run prints it"]
 fn strict_locality_on_4_virtual_nodes() {
-    let _serial = Serial::take();
+    let _serial = serial();
     tunables::set_stealing(false).unwrap();
     let threads = 8;
     let lock = Arc::new(HqMutex::new(Handoffs::default()));
@@ -302,7 +284,7 @@ fn node1_bypasses(rounds: usize) -> Vec<u64> {
 /// round within the bound but for a few, is [`strict_oldest_node_bypass`]'s.
 #[test]
 fn oldest_node_bypass_is_bounded() {
-    let _serial = Serial::take();
+    let _serial = serial();
     let start = Instant::now();
     let mut bypasses = node1_bypasses(40);
     println!("node-1 arrivals were bypassed by node 0 {bypasses:?} times");
@@ -327,7 +309,7 @@ fn oldest_node_bypass_is_bounded() {
 fn strict_oldest_node_bypass() {
     const ROUNDS: usize = 40;
     const PREEMPTED: usize = 4;
-    let _serial = Serial::take();
+    let _serial = serial();
     let bypasses = node1_bypasses(ROUNDS);
     let worst = bypasses.iter().copied().max().unwrap_or(0);
     let over = bypasses.iter().filter(|&&b| b > BYPASS_BOUND).count();
@@ -352,7 +334,7 @@ unsafe impl Sync for Unprotected {}
 /// and progress must not depend on them.
 #[test]
 fn garbage_node_ids_keep_mutual_exclusion() {
-    let _serial = Serial::take();
+    let _serial = serial();
     let threads = 6;
     let iters = 20_000u64;
     for stealing in [false, true] {
@@ -406,7 +388,7 @@ fn garbage_node_ids_keep_mutual_exclusion() {
 /// A lock that is never contended allocates nothing.
 #[test]
 fn uncontended_lock_never_allocates() {
-    let _serial = Serial::take();
+    let _serial = serial();
     // The thread's one-time setup (with feature `lockup`, its entry in the thread registry) is
     // not the lock's: do it first.
     drop(HqMutex::new(()).lock());
@@ -428,7 +410,7 @@ fn uncontended_lock_never_allocates() {
 /// against a slack of 16 allocations and 16 KiB for what the runtime allocates once.
 #[test]
 fn contended_locks_free_their_queues() {
-    let _serial = Serial::take();
+    let _serial = serial();
     tunables::set_stealing(false).unwrap();
     const LOCKS: usize = 500;
     const WORKERS: usize = 3;
@@ -533,7 +515,7 @@ fn contended_locks_free_their_queues() {
 #[test]
 #[cfg(feature = "stats")]
 fn stats_agree_with_the_critical_sections() {
-    let _serial = Serial::take();
+    let _serial = serial();
     tunables::set_stealing(false).unwrap();
     tunables::set_hq_local_handoffs(16).unwrap();
     let threads = 6;

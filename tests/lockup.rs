@@ -6,8 +6,10 @@
 //! is asserted in the simulator (`tests/sim.rs`); here it is checked with wide margins only.
 #![cfg(all(feature = "lockup", not(loom)))]
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -19,18 +21,14 @@ use numa_locks::tunables;
 /// An upper bound for tests that must not hang; far above their normal run time.
 const HANG_BOUND: Duration = Duration::from_secs(120);
 
-/// The hook and the threshold are process-wide: the tests take turns.
-static SERIAL: StdMutex<()> = StdMutex::new(());
-
-struct Serial(#[allow(dead_code)] StdGuard<'static, ()>);
+/// The hook and the threshold are process-wide: the tests take turns (`common::serial`), and
+/// each drops its hook when it ends.
+struct Serial(#[allow(dead_code)] common::Serial);
 fn serial() -> Serial {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tunables::reset_defaults();
-    Serial(guard)
+    Serial(common::serial())
 }
 impl Drop for Serial {
     fn drop(&mut self) {
-        tunables::reset_defaults();
         drop(lockup::take_hook());
     }
 }

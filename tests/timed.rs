@@ -7,12 +7,15 @@
 //! is only printed.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::serial;
 use lock_api::{Mutex, RawMutex, RawMutexFair, RawMutexTimed};
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_locks::{topology, tunables};
@@ -25,21 +28,6 @@ const PATIENT: Duration = Duration::from_secs(60);
 /// Thread counts and iterations, smaller under Miri.
 fn scaled(n: u64) -> u64 {
     if cfg!(miri) { n.div_ceil(20).max(2) } else { n }
-}
-
-static SERIAL: StdMutex<()> = StdMutex::new(());
-
-/// Serializes the tests that change the process-wide tunables, and restores the defaults.
-struct Serial(#[allow(dead_code)] StdGuard<'static, ()>);
-fn serial() -> Serial {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tunables::reset_defaults();
-    Serial(guard)
-}
-impl Drop for Serial {
-    fn drop(&mut self) {
-        tunables::reset_defaults();
-    }
 }
 
 /// Data that is *not* thread-safe by itself: every access must be under the lock.

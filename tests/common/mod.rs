@@ -9,13 +9,34 @@
 #![allow(dead_code)] // each test binary uses a part
 
 use std::sync::Arc;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use lock_api::RawMutex;
-use numa_locks::topology;
+use numa_locks::{topology, tunables};
+
+/// The tunables are process-wide: the tests of a binary that change them take turns through
+/// [`serial`], which restores the defaults before and after each.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Held while a test may change the tunables; restores the defaults when dropped.
+pub struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+/// Waits for the other tests of this binary that change the tunables, then starts from the
+/// defaults.
+pub fn serial() -> Serial {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tunables::reset_defaults();
+    Serial(guard)
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        tunables::reset_defaults();
+    }
+}
 
 /// An upper bound for runs that must not hang; far above their normal run time.
 pub const HANG_BOUND: Duration = Duration::from_secs(120);
