@@ -463,6 +463,9 @@ impl Drop for Tunables {
     }
 }
 
+/// The hardware threads of `threads` threads spread over `machine` (used by the locality test,
+/// which runs without feature `stats`).
+#[cfg(not(feature = "stats"))]
 fn spread(machine: &'static Machine, threads: usize) -> Vec<usize> {
     numa_sim::placement(machine, threads).unwrap()
 }
