@@ -17,6 +17,22 @@ use numa_locks::stats::{self, HasStats, Histogram};
 /// The TSC-to-ns conversion is measured over 2 ms against the monotonic clock: allow it 5%.
 const CALIBRATION: f64 = 0.95;
 
+/// The memory the feature adds to every lock stays what `stats` documents: at most 2 KiB.
+#[test]
+fn each_lock_gains_at_most_two_kib() {
+    for (name, size) in [
+        ("McsMutex", std::mem::size_of::<numa_locks::McsMutex<()>>()),
+        ("CnaMutex", std::mem::size_of::<numa_locks::CnaMutex<()>>()),
+        ("HqMutex", std::mem::size_of::<numa_locks::HqMutex<()>>()),
+    ] {
+        println!("{name}<()> with feature stats: {size} bytes");
+        assert!(
+            size <= 2048,
+            "{name}<()> is {size} bytes with feature stats"
+        );
+    }
+}
+
 #[test]
 fn histogram_percentiles_of_an_injected_distribution() {
     let mut h = Histogram::new();
