@@ -49,12 +49,14 @@
 //! |                                       | `i`                       | waiter `i` is the last of slot `s`'s queue |
 //! | `deferred` (holder, claimer, unlock)  | 0                         | no deferred handoff                       |
 //! |                                       | `front \| count << 32 \| s << 56` | the holder kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with payload `count`; otherwise `unlock` makes `front` head |
+//! |                                       | `front \| barren << 32 \| s << 56 \| FIRST` | the same, deferred at a turn's first acquisition: a claimer's count is 1; if `unlock` takes it, the turn was barren and `barren` is the streak it hands on (see [`DEFERRED_FIRST`]) |
 //!
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`), `streak`
 //! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`]; a
 //! hierarchical holder hands on `HIERARCHICAL_AFTER` plus the number of consecutive *barren*
-//! turns (one acquisition, nobody of its node queued). After [`BARREN_TURNS`] of those the
+//! turns (one acquisition, nobody of its node queued, or came back for a deferral made at the
+//! turn's first acquisition). After [`BARREN_TURNS`] of those the
 //! per-node queues are keeping nothing local (one thread per node, say) and only cost every
 //! acquisition: the holder sets the mode to `FLAT` and `flat_until` to [`FLAT_FOR_NS`] from
 //! now, before which no streak turns the lock hierarchical again.
@@ -93,9 +95,11 @@
 //!      (remote handoff);
 //!    - no `S`, `local`, and `F` is of our slot (another representative or a flat waiter of
 //!      our node): `F` becomes head with `count + 1` (a local handoff after all);
-//!    - no `S`, `local`, `count > 0` and mode `HIERARCHICAL`: our node has just been handing
-//!      the lock around and its previous holder is likely to be back within our critical
-//!      section, so **defer**: publish `deferred = F | (count + 1) << 32 | s << 56`, mark the
+//!    - no `S`, `local` and mode `HIERARCHICAL`: another thread of our node (the previous
+//!      holder, or after `count = 0` the one that took the lock last time our node had it) is
+//!      likely to be back within our critical section, so **defer**: publish
+//!      `deferred = F | (count + 1) << 32 | s << 56` (at `count = 0`, `F | barren << 32 | s << 56
+//!      | DEFERRED_FIRST`, so that an unclaimed one counts as a barren turn), mark the
 //!      lock word (`x → x | DEFERRED_MARK << PROXY_SHIFT`, so that the unlock's one-CAS fast
 //!      path fails) and return without a head. A representative of slot `s` that arrives during
 //!      the critical section claims it (step 3); `unlock` clears the mark and makes `F` head if
@@ -172,6 +176,23 @@ const HIERARCHICAL: u32 = 1;
 /// handoff: any nonzero value makes the unlock's fast path fail. (HQ has no proxy node; the
 /// deferral itself is in `NodeQueues::deferred`.)
 const DEFERRED_MARK: u32 = 1;
+
+/// In `NodeQueues::deferred`: the deferral was made at the first acquisition of its node's turn
+/// (`count = 0`). Its count field then holds the barren streak `unlock` hands on if nobody
+/// claims it (the turn was barren after all); a claimer's count is 1.
+///
+/// Deferring at a turn's first acquisition too, measured in numa_sim (HqMutex / McsMutex, three
+/// presets x four workloads x 2-64 threads x seeds 1-3): `counter` +2.0% (`kunpeng920`) and
+/// +2.9% (`x5-4`) in geometric mean, everything else within 0.6%. Nodes with two threads keep
+/// their turns instead of ending them after one or two acquisitions: `kunpeng920` 7 threads,
+/// seeds 1-6, 0.84-1.78 (half the seeds in a slow regime) -> 1.72-2.00; `x5-4` 5 threads
+/// 0.72-0.79 -> 0.78-1.95. The cost: `locktorture` at 5-7 threads, -3% to -8%. Without
+/// counting an unclaimed one as barren, one thread per node never went flat (`kunpeng920`
+/// 4 threads 0.94 -> 0.75).
+const DEFERRED_FIRST: u64 = 1 << 63;
+
+/// Bits of `NodeQueues::deferred` above 56 that hold the slot (`SLOTS` = 64).
+const DEFERRED_SLOT_MASK: u64 = 0x3f;
 
 /// Consecutive contended handoffs after which the lock turns hierarchical: long enough that a
 /// lock with an occasional second waiter stays a plain (allocation-free) queue lock, short
@@ -264,21 +285,26 @@ impl NodeQueues {
     /// Takes the deferred handoff of `slot`, if there is one: returns `(front, payload)`.
     fn claim_deferred(&self, slot: usize) -> Option<(u32, u32)> {
         let d = self.deferred.load(Ordering::Relaxed);
-        if d == 0 || (d >> 56) as usize != slot {
+        if d == 0 || ((d >> 56) & DEFERRED_SLOT_MASK) as usize != slot {
             return None;
         }
         // Acquire: pairs with the Release store in `pass_headship`; `front`'s node is visible.
         self.deferred
             .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
-        let count = (d >> 32) as u32 & COUNT_MASK;
+        let count = if d & DEFERRED_FIRST != 0 {
+            1
+        } else {
+            (d >> 32) as u32 & COUNT_MASK
+        };
         Some((d as u32, handoff_payload(count, HIERARCHICAL_AFTER)))
     }
 
     /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, takes it and
-    /// returns the FIFO front that must become head. Runs before the lock word is released.
+    /// returns the deferred word (its FIFO front must become head). Runs before the lock word
+    /// is released.
     #[inline]
-    fn take_deferred(&self) -> Option<u32> {
+    fn take_deferred(&self) -> Option<u64> {
         // Relaxed: see the module docs; a claim or this unlock's CAS settles the race.
         let d = self.deferred.load(Ordering::Relaxed);
         // Acquire: pairs with the Release store in `pass_headship`.
@@ -287,7 +313,7 @@ impl NodeQueues {
                 .deferred
                 .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok())
-        .then_some(d as u32)
+        .then_some(d)
     }
 }
 
@@ -428,8 +454,16 @@ impl RawHq {
             return;
         }
         self.core.word.take_recorded_proxy();
-        if let Some(front) = self.queues().and_then(NodeQueues::take_deferred) {
-            self.hand_headship(front, handoff_payload(0, HIERARCHICAL_AFTER));
+        let Some(queues) = self.queues() else { return };
+        if let Some(d) = queues.take_deferred() {
+            // Nobody of our node came back: a deferral made at the turn's first acquisition
+            // leaves a barren turn behind.
+            let streak = if d & DEFERRED_FIRST != 0 {
+                self.barren_turn(queues, (d >> 32) as u32 & COUNT_MASK)
+            } else {
+                HIERARCHICAL_AFTER
+            };
+            self.hand_headship(d as u32, handoff_payload(0, streak));
         }
     }
 
@@ -730,28 +764,30 @@ impl RawHq {
                 {
                     self.hand_headship(front, handoff_payload(count + 1, streak));
                 }
-                Some(Local { queues, slot })
-                    if stay_local && count > 0 && queues.is_hierarchical() =>
-                {
-                    // Defer to the end of the critical section. Release: pairs with the Acquire
-                    // CAS of the claimer or of `unlock`; `front`'s node is visible to it.
-                    let deferred =
-                        u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56;
+                Some(Local { queues, slot }) if stay_local && queues.is_hierarchical() => {
+                    // Defer to the end of the critical section. At the turn's first
+                    // acquisition, carry the barren streak instead of the count (see
+                    // `DEFERRED_FIRST`). Release: pairs with the Acquire CAS of the claimer or
+                    // of `unlock`; `front`'s node is visible to it.
+                    let deferred = if count == 0 {
+                        let barren = (payload >> COUNT_BITS).max(HIERARCHICAL_AFTER) + 1;
+                        u64::from(front)
+                            | u64::from(barren) << 32
+                            | (slot as u64) << 56
+                            | DEFERRED_FIRST
+                    } else {
+                        u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56
+                    };
                     queues.deferred.store(deferred, Ordering::Release);
                     // Make `unlock`'s one-CAS fast path fail, so that it looks for the
                     // deferral (see `hand_deferred`).
                     self.core.word.record_proxy(DEFERRED_MARK);
                 }
                 Some(Local { queues, .. }) if count == 0 => {
-                    // A barren turn: ours was its only acquisition, and nobody of our node is
-                    // queued. After `BARREN_TURNS` in a row, go flat for a while.
+                    // A barren turn (without a deferral: a fair unlock, or a limit of 1): ours
+                    // was its only acquisition, and nobody of our node is queued.
                     let barren = (payload >> COUNT_BITS).max(HIERARCHICAL_AFTER) + 1;
-                    let streak = if barren < HIERARCHICAL_AFTER + self.barren_turns() {
-                        barren
-                    } else {
-                        self.go_flat(queues);
-                        0
-                    };
+                    let streak = self.barren_turn(queues, barren);
                     self.hand_headship(front, handoff_payload(0, streak));
                 }
                 _ => self.hand_headship(front, handoff_payload(0, streak)),
@@ -787,6 +823,17 @@ impl RawHq {
             }
         }
         streak
+    }
+
+    /// A turn ended barren, the `barren - HIERARCHICAL_AFTER`th in a row: returns the streak to
+    /// hand on, or goes flat after [`BARREN_TURNS`] of them and returns 0.
+    fn barren_turn(&self, queues: &NodeQueues, barren: u32) -> u32 {
+        if barren < HIERARCHICAL_AFTER + self.barren_turns() {
+            barren
+        } else {
+            self.go_flat(queues);
+            0
+        }
     }
 
     /// The holder saw [`BARREN_TURNS`] barren turns in a row: the per-node queues keep nothing
