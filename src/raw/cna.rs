@@ -244,8 +244,10 @@ impl RawCna {
         // unless the queue shows sustained contention (two or more waiters behind us), where
         // reordering pays for itself.
         // A thread whose walks keep finding no waiter of its node (one thread per node) stops
-        // reordering on queue length alone: `BARREN_WALKS_LIMIT`.
+        // reordering on queue length alone: `BARREN_WALKS_LIMIT`. (Only this thread changes
+        // that, after the wait.)
         let mut reorder = secondary.get() != 0 || shuffle_now();
+        let long_queue_reorders = !walks_barren();
         let mut walk = Walk { cursor: 0 };
         let mut undecided = false;
         let mut walked = false;
@@ -261,7 +263,7 @@ impl RawCna {
                 if !reorder {
                     // Barren walks first: `queue_is_long` reads our successor's node, a remote
                     // line on the handoff's path when there is nothing local to find.
-                    reorder = !walks_barren() && queue_is_long(my);
+                    reorder = long_queue_reorders && queue_is_long(my);
                     if !reorder {
                         return true;
                     }
@@ -283,7 +285,7 @@ impl RawCna {
             }
             return Queued::GaveUp;
         };
-        if !reorder && !walks_barren() && queue_is_long(my) {
+        if !reorder && long_queue_reorders && queue_is_long(my) {
             // We took the lock at once (the wait never ran the reordering), but the queue shows
             // sustained contention: reorder now.
             undecided = true;
