@@ -616,18 +616,8 @@ impl RawHq {
                 slot: slot as usize - 1,
             });
         let successor = self.leave_local_queue(me, local);
-        // Nobody else in the FIFO: (me, *) → (S or 0, *). AcqRel as in `pass_headship`.
-        if self.fifo_tail.load(Ordering::Relaxed) == me
-            && self
-                .fifo_tail
-                .compare_exchange(
-                    me,
-                    successor.unwrap_or(0),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-        {
+        // Nobody else in the FIFO: (me, *) → (S or 0, *).
+        if replace_tail(&self.fifo_tail, me, successor.unwrap_or(0)) {
             if owned {
                 qnode::recycle(me);
             }
@@ -664,14 +654,8 @@ impl RawHq {
             if linked != 0 {
                 return Some(linked);
             }
-            let tail = &queues.local_tail[slot];
-            // (*, me, L) → (*, 0, L). AcqRel on success as for the FIFO tail; failure means a
-            // successor swapped the local tail.
-            if tail.load(Ordering::Relaxed) == me
-                && tail
-                    .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
+            // (*, me, L) → (*, 0, L); failure means a successor swapped the local tail.
+            if replace_tail(&queues.local_tail[slot], me, 0) {
                 None
             } else {
                 Some(wait_for_next(&node(me).next))
@@ -708,18 +692,7 @@ impl RawHq {
         // away (as in `RawMcs`). Acquire: pairs with the entry's Release link store, as in
         // `wait_for_next`. Otherwise, if nobody else is in it: (me, *, L) → (S or 0, *, L).
         let linked = my.fifo_next.load(Ordering::Acquire);
-        if linked == 0
-            && self.fifo_tail.load(Ordering::Relaxed) == me
-            && self
-                .fifo_tail
-                .compare_exchange(
-                    me,
-                    successor.unwrap_or(0),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-        {
+        if linked == 0 && replace_tail(&self.fifo_tail, me, successor.unwrap_or(0)) {
             match successor {
                 // `S` is the FIFO's only entry (its `fifo_next` is still 0 from its reset).
                 Some(s) => {
@@ -886,6 +859,19 @@ impl RawHq {
             HIERARCHICAL_AFTER
         }
     }
+}
+
+/// `tail: me → to` if `me` is still the last entry of that queue (the FIFO or a local queue):
+/// a plain load first, so that a tail that has moved on costs no exclusive access to its line.
+/// AcqRel on success: Release publishes `to`'s node (acquired through our link) to the arrival
+/// that will swap it out of the tail, as in `RawMcs`; Acquire orders our later reads after the
+/// arrivals that came before. Failure means an arrival swapped the tail: it will link to us.
+#[inline]
+fn replace_tail(tail: &AtomicU32, me: u32, to: u32) -> bool {
+    tail.load(Ordering::Relaxed) == me
+        && tail
+            .compare_exchange(me, to, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
 }
 
 /// The local-handoff limit as a `u32` (the setter keeps it within 1..=2^24).
