@@ -72,8 +72,8 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     match options.format {
-        Format::Table => report::print_table(&rows),
-        Format::Csv => report::print_csv(&rows),
+        Format::Table => report::print_table(&rows, options.paths),
+        Format::Csv => report::print_csv(&rows, options.paths),
     }
     if let Some(path) = &options.plot {
         match report::plot(path, options.machine.name, &rows) {

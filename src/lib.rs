@@ -54,6 +54,9 @@ pub use mutex::{
     McsCondvar, McsMappedMutexGuard, McsMappedReentrantMutexGuard, McsMutex, McsMutexGuard,
     McsReentrantMutex, McsReentrantMutexGuard, RawThreadId,
 };
+/// What `numasim --paths` counts (the simulator only).
+#[doc(hidden)]
+pub use sync::PathEvent;
 
 #[cfg(loom)]
 #[doc(hidden)]

@@ -300,6 +300,47 @@ fn csv_has_the_exact_header_and_one_row_per_run() {
 }
 
 #[test]
+fn paths_adds_four_columns_and_changes_nothing_else() {
+    let args = ["--threads", "1,8", "--locks", "mcs,cna,hq,ttas"];
+    let plain = tiny(&args);
+    let with_paths = tiny(&[&args[..], &["--paths"]].concat());
+    let mut lines = with_paths.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            CSV_HEADER
+                .replace(
+                    ",host_ms",
+                    ",fast_pct,steal_pct,queued_pct,parks_per_kacq,host_ms"
+                )
+                .as_str()
+        )
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4 * 2, "{with_paths}");
+    for (row, plain_row) in rows.iter().zip(plain.lines().skip(1)) {
+        // The counting is free: every other column but host_ms is as without --paths.
+        let plain_row: Vec<&str> = plain_row.split(',').collect();
+        assert_eq!(row[..9], plain_row[..9], "{row:?} vs {plain_row:?}");
+        let paths: Vec<&str> = row[9..13].to_vec();
+        if row[1] == "ttas" {
+            assert_eq!(paths, ["", "", "", ""], "a model counts nothing: {row:?}");
+            continue;
+        }
+        let numbers: Vec<f64> = paths.iter().map(|c| c.parse().unwrap()).collect();
+        let sum = numbers[0] + numbers[1] + numbers[2];
+        assert!(
+            (sum - 100.0).abs() < 0.05,
+            "the three paths add up to 100%: {row:?}"
+        );
+        if row[3] == "1" {
+            // Alone, every acquisition takes the fast path and nobody sleeps.
+            assert_eq!(paths, ["100.00", "0.00", "0.00", "0.0"], "{row:?}");
+        }
+    }
+}
+
+#[test]
 fn speedup_is_empty_without_mcs() {
     let stdout = tiny(&["--threads", "2", "--locks", "cna,ttas"]);
     let rows: Vec<Vec<&str>> = stdout

@@ -145,6 +145,13 @@ COLUMNS:
                         critical section from data stored with the protected lines, identically
                         for every lock
     host_ms             host wall time of the run (the only column that differs between runs)
+  with --paths, before host_ms (this crate's locks; '-' in the table, empty in CSV, for models):
+    fast_pct            acquisitions by the one-CAS fast path (an uncontended lock, or a thread
+                        re-taking a lock it just released before the queue head does), percent
+    steal_pct           acquisitions by an arriving thread's stealing spin, without queueing
+    queued_pct          acquisitions after waiting in the queue
+    parks_per_kacq      sleeps (queue head on the lock word, or waiters on their queue nodes) per
+                        1000 acquisitions
 
 Progress goes to stderr, results to stdout. Bad input exits with code 2, a failed run with 1.
 Build: RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --target-dir target/sim";
@@ -200,6 +207,12 @@ struct Args {
     #[arg(long, value_name = "FORMAT", default_value = "table")]
     format: Format,
 
+    /// Also report how this crate's locks were acquired and how often waiters slept: columns
+    /// fast_pct, steal_pct, queued_pct and parks_per_kacq (see COLUMNS); counted by the simulator
+    /// for free, so the other columns do not change
+    #[arg(long)]
+    paths: bool,
+
     /// Also draw throughput against threads, one line per lock, as an SVG line chart; with
     /// several workloads, one file per workload: FILE's stem + "-<workload>.svg"
     #[arg(long, value_name = "FILE.svg")]
@@ -247,6 +260,8 @@ pub struct Options {
     pub ttas_fairness: bool,
     /// Output format.
     pub format: Format,
+    /// Whether to add the acquisition-path columns.
+    pub paths: bool,
     /// Where to draw the chart(s).
     pub plot: Option<PathBuf>,
 }
@@ -312,6 +327,7 @@ fn validate(args: Args) -> Result<Command, String> {
         stealing: args.stealing == Switch::On,
         ttas_fairness: args.ttas_fairness == Switch::On,
         format: args.format,
+        paths: args.paths,
         plot: args.plot,
     }))
 }

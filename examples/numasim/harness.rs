@@ -85,6 +85,8 @@ pub struct RunResult {
     pub per_thread: Vec<ThreadCounts>,
     /// Host wall time of the simulation.
     pub host_time: Duration,
+    /// The simulator's counts of `numa_locks::PathEvent`s, by slot (all 0 for the models).
+    pub tallies: [u64; numa_sim::TALLY_SLOTS],
 }
 
 impl RunResult {
@@ -223,6 +225,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
     Ok(RunResult {
         per_thread,
         host_time: report.host_time,
+        tallies: report.tallies,
     })
 }
 

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use numa_locks::PathEvent;
+
 use crate::harness::RunResult;
 use crate::plot::{self, Chart, Series};
 
@@ -19,6 +21,49 @@ pub const COLUMNS: [&str; 10] = [
     "remote_handoff_pct",
     "host_ms",
 ];
+
+/// The columns `--paths` adds, before `host_ms`.
+pub const PATH_COLUMNS: [&str; 4] = ["fast_pct", "steal_pct", "queued_pct", "parks_per_kacq"];
+
+/// The header: [`COLUMNS`], with [`PATH_COLUMNS`] before `host_ms` if `paths`.
+pub fn columns(paths: bool) -> Vec<&'static str> {
+    let (host_ms, rest) = COLUMNS.split_last().expect("not empty");
+    let mut columns = rest.to_vec();
+    if paths {
+        columns.extend(PATH_COLUMNS);
+    }
+    columns.push(host_ms);
+    columns
+}
+
+/// How a run's acquisitions were made, from the simulator's counts of `PathEvent`s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Paths {
+    /// Percent of the acquisitions made by the fast path.
+    pub fast_pct: f64,
+    /// Percent made by an arriving thread's stealing spin.
+    pub steal_pct: f64,
+    /// Percent made after waiting in the queue.
+    pub queued_pct: f64,
+    /// Sleeps (queue head and waiters) per 1000 acquisitions.
+    pub parks_per_kacq: f64,
+}
+
+impl Paths {
+    /// `None` when no acquisition was counted (the models count nothing).
+    pub fn from_tallies(tallies: &[u64; numa_sim::TALLY_SLOTS]) -> Option<Paths> {
+        let count = |event: PathEvent| tallies[event as usize] as f64;
+        let acquisitions =
+            count(PathEvent::Fast) + count(PathEvent::Steal) + count(PathEvent::Queued);
+        (acquisitions > 0.0).then(|| Paths {
+            fast_pct: 100.0 * count(PathEvent::Fast) / acquisitions,
+            steal_pct: 100.0 * count(PathEvent::Steal) / acquisitions,
+            queued_pct: 100.0 * count(PathEvent::Queued) / acquisitions,
+            parks_per_kacq: 1000.0 * (count(PathEvent::HeadPark) + count(PathEvent::WaiterPark))
+                / acquisitions,
+        })
+    }
+}
 
 /// The identity of a row.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +90,8 @@ pub struct Row {
     pub remote_handoff_pct: f64,
     /// Host wall time of the run, ms.
     pub host_ms: f64,
+    /// How the acquisitions were made (this crate's locks only).
+    pub paths: Option<Paths>,
 }
 
 /// Summarises one run; `speedup` is left for [`fill_speedups`].
@@ -66,6 +113,7 @@ pub fn summarize(key: RowKey, duration_us: u64, run: &RunResult) -> Row {
             100.0 * remote as f64 / handoffs as f64
         },
         host_ms: run.host_time.as_secs_f64() * 1e3,
+        paths: Paths::from_tallies(&run.tallies),
     }
 }
 
@@ -106,9 +154,10 @@ pub fn fill_speedups(rows: &mut [Row]) {
     }
 }
 
-/// The row's cells, formatted; `missing` stands for an absent speedup.
-fn cells(row: &Row, missing: &str) -> [String; 10] {
-    [
+/// The row's cells, formatted (with the path columns if `paths`); `missing` stands for an
+/// absent speedup or path count.
+fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
+    let mut cells = vec![
         row.key.machine.to_string(),
         row.key.lock.to_string(),
         row.key.workload.to_string(),
@@ -119,24 +168,37 @@ fn cells(row: &Row, missing: &str) -> [String; 10] {
         format!("{:.4}", row.fairness_factor),
         format!("{:.3}", row.max_min),
         format!("{:.2}", row.remote_handoff_pct),
-        format!("{:.1}", row.host_ms),
-    ]
+    ];
+    if paths {
+        match row.paths {
+            Some(p) => cells.extend([
+                format!("{:.2}", p.fast_pct),
+                format!("{:.2}", p.steal_pct),
+                format!("{:.2}", p.queued_pct),
+                format!("{:.1}", p.parks_per_kacq),
+            ]),
+            None => cells.extend(PATH_COLUMNS.map(|_| missing.to_string())),
+        }
+    }
+    cells.push(format!("{:.1}", row.host_ms));
+    cells
 }
 
 /// The header and one line per row, comma-separated; an absent speedup is an empty field.
-pub fn print_csv(rows: &[Row]) {
-    println!("{}", COLUMNS.join(","));
+pub fn print_csv(rows: &[Row], paths: bool) {
+    println!("{}", columns(paths).join(","));
     for row in rows {
-        println!("{}", cells(row, "").join(","));
+        println!("{}", cells(row, "", paths).join(","));
     }
 }
 
 /// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
 /// speedup is `-`. A blank line separates workloads. `host_ms` is the last column, so its
 /// width cannot shift the others.
-pub fn print_table(rows: &[Row]) {
-    let lines: Vec<[String; 10]> = rows.iter().map(|row| cells(row, "-")).collect();
-    let mut widths = COLUMNS.map(str::len);
+pub fn print_table(rows: &[Row], paths: bool) {
+    let header = columns(paths);
+    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "-", paths)).collect();
+    let mut widths: Vec<usize> = header.iter().map(|c| c.len()).collect();
     for line in &lines {
         for (width, cell) in widths.iter_mut().zip(line) {
             *width = (*width).max(cell.len());
@@ -145,7 +207,7 @@ pub fn print_table(rows: &[Row]) {
     let format_line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
-            .zip(widths)
+            .zip(&widths)
             .enumerate()
             .map(|(column, (cell, width))| {
                 if column < 3 {
@@ -157,7 +219,7 @@ pub fn print_table(rows: &[Row]) {
             .collect();
         padded.join("  ").trim_end().to_string()
     };
-    let header: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    let header: Vec<String> = header.iter().map(|c| c.to_string()).collect();
     println!("{}", format_line(&header));
     let mut previous_workload = None;
     for (row, line) in rows.iter().zip(&lines) {

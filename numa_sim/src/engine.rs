@@ -161,6 +161,8 @@ pub(crate) struct Counters {
     pub(crate) decisions: u64,
     pub(crate) accesses: u64,
     pub(crate) lookahead_skips: u64,
+    /// The events counted with [`crate::tally`].
+    pub(crate) tallies: [u64; crate::TALLY_SLOTS],
 }
 
 /// A fast, deterministic hasher for line numbers and addresses (Fx-style multiply-rotate). The

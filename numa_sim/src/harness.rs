@@ -65,6 +65,8 @@ pub struct RunReport {
     pub lookahead_skips: u64,
     /// Host time the run took.
     pub host_time: Duration,
+    /// How many times the simulated threads counted each event with [`crate::tally`].
+    pub tallies: [u64; crate::TALLY_SLOTS],
 }
 
 impl Simulation {
@@ -159,6 +161,7 @@ impl Simulation {
             simulated_accesses: e.counters.accesses,
             lookahead_skips: e.counters.lookahead_skips,
             host_time,
+            tallies: e.counters.tallies,
         }
     }
 }

@@ -285,6 +285,28 @@ pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
     }
 }
 
+/// How many events [`tally`] can tell apart.
+pub const TALLY_SLOTS: usize = 8;
+
+/// Counts one event of kind `slot` (below [`TALLY_SLOTS`]; the caller decides what each slot
+/// means) for the run's [`RunReport::tallies`](crate::RunReport::tallies). Free: it costs no
+/// virtual time and is no scheduling point, so counting never changes what is measured. Does
+/// nothing outside a simulation.
+///
+/// # Panics
+///
+/// If `slot` is not below [`TALLY_SLOTS`].
+#[inline]
+pub fn tally(slot: usize) {
+    assert!(
+        slot < TALLY_SLOTS,
+        "numa_sim::tally: slot {slot} is not below {TALLY_SLOTS}"
+    );
+    if let Some(cell) = engine::active() {
+        cell.borrow_mut().counters.tallies[slot] += 1;
+    }
+}
+
 /// Whether the caller runs inside a simulation (as a simulated thread or the harness) that has
 /// not ended.
 ///

@@ -591,3 +591,42 @@ fn a_hundred_and_forty_four_threads() {
     });
     assert!(report.simulated_accesses >= 144 * 20);
 }
+
+#[test]
+fn tallies_count_events_for_free() {
+    // Two threads each count 3 events of slot 1 and one of slot 7 around a fixed amount of work;
+    // the counts come back in the report and the virtual time is that of the work alone.
+    let run = |count: bool| {
+        Simulation::new(machine("x5-4")).jitter(0.0).run(move || {
+            let workers: Vec<_> = [0, 36]
+                .into_iter()
+                .map(|hw| {
+                    thread::spawn_on(hw, move || {
+                        for _ in 0..3 {
+                            if count {
+                                numa_sim::tally(1);
+                            }
+                            numa_sim::work(100);
+                        }
+                        if count {
+                            numa_sim::tally(7);
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().for_each(|w| w.join());
+        })
+    };
+    let counted = run(true);
+    let mut expected = [0; numa_sim::TALLY_SLOTS];
+    expected[1] = 6;
+    expected[7] = 2;
+    assert_eq!(counted.tallies, expected);
+    let plain = run(false);
+    assert_eq!(plain.tallies, [0; numa_sim::TALLY_SLOTS]);
+    assert_eq!(counted.virtual_end_ns, plain.virtual_end_ns);
+    // Outside a simulation: nothing happens; an out-of-range slot is a clear panic.
+    numa_sim::tally(0);
+    let msg = panic_message(|| numa_sim::tally(numa_sim::TALLY_SLOTS));
+    assert!(msg.contains("slot 8 is not below 8"), "{msg}");
+}

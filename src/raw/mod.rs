@@ -25,7 +25,7 @@ use std::time::Duration;
 use crate::qnode::{self, QNode, Queued, status};
 #[cfg(feature = "stats")]
 use crate::stats::{Acquired, Counters};
-use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, fence, now_ns};
+use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, PathEvent, const_fn, fence, note, now_ns};
 use crate::tunables;
 use crate::wait::{self, SpinBudget};
 
@@ -335,6 +335,7 @@ impl LockWord {
             };
             #[cfg(not(feature = "lockup"))]
             let park_deadline = deadline;
+            note(PathEvent::HeadPark);
             wait::announce_and_park(&self.state, s, PARKED, park_deadline);
             #[cfg(feature = "lockup")]
             if let Some(check) = &mut watch {
@@ -432,6 +433,9 @@ impl LockCore {
     #[cfg_attr(feature = "lockup", track_caller)]
     pub(crate) fn try_lock_fast(&self) -> bool {
         let taken = self.word.try_lock_fast();
+        if taken {
+            note(PathEvent::Fast);
+        }
         #[cfg(feature = "stats")]
         if taken {
             self.on_acquire(Acquired::Uncontended, None);
@@ -514,6 +518,7 @@ impl LockCore {
     /// there from a condition variable). Called by the new holder.
     #[inline]
     pub(crate) fn note_queued_acquisition(&self) {
+        note(PathEvent::Queued);
         #[cfg(feature = "stats")]
         self.on_acquire(Acquired::Requeued, None);
     }
@@ -533,6 +538,7 @@ impl LockCore {
         #[cfg(feature = "stats")]
         let since = Some(crate::sync::ticks());
         if tunables::stealing() && self.word.spin_steal(nobody_queued) {
+            note(PathEvent::Steal);
             #[cfg(feature = "stats")]
             self.on_acquire(Acquired::Stolen, since);
             return true;
@@ -542,6 +548,9 @@ impl LockCore {
             return false;
         }
         let acquired = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
+        if acquired {
+            note(PathEvent::Queued);
+        }
         #[cfg(feature = "stats")]
         if acquired {
             self.on_acquire(Acquired::Queued, since);
@@ -637,6 +646,7 @@ pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) ->
         if wait::expired(deadline) {
             return None;
         }
+        note(PathEvent::WaiterPark);
         wait::announce_and_park(&me.status, s, status::PARKED, deadline);
         budget = SpinBudget::new(deadline);
     }

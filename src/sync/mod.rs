@@ -238,6 +238,45 @@ pub(crate) fn thread_seed(thread_local_address: usize) -> u32 {
     seed | 1
 }
 
+/// Where an acquisition went, and who slept: what `numasim --paths` reports per run. Counted by
+/// the simulator only (free there: no virtual time, no scheduling point); nothing on real
+/// threads or under loom.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathEvent {
+    /// Taken by the one-CAS fast path (an uncontended lock, or a re-take before the queue head).
+    Fast = 0,
+    /// Taken by an arriving thread's stealing spin, without queueing.
+    Steal = 1,
+    /// Taken after waiting in the lock's queue (a condition variable's requeued waiter too).
+    Queued = 2,
+    /// The queue head's spin ran out and it went to sleep on the lock word (it returns at once
+    /// if the word changed just before).
+    HeadPark = 3,
+    /// A waiter behind the head went to sleep on its queue node, likewise.
+    WaiterPark = 4,
+}
+
+impl PathEvent {
+    /// Every event, in slot order.
+    pub const ALL: [PathEvent; 5] = [
+        PathEvent::Fast,
+        PathEvent::Steal,
+        PathEvent::Queued,
+        PathEvent::HeadPark,
+        PathEvent::WaiterPark,
+    ];
+}
+
+/// Counts `event` (see [`PathEvent`]).
+#[inline(always)]
+pub(crate) fn note(event: PathEvent) {
+    #[cfg(numa_sim)]
+    numa_sim::tally(event as usize);
+    #[cfg(not(numa_sim))]
+    let _ = event;
+}
+
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_clock {
