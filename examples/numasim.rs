@@ -128,6 +128,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     duration_ns: options.duration_us * 1000,
                     seed: options.seed,
                     ttas_fairness: options.ttas_fairness,
+                    trace: options.trace,
                 };
                 let result = match harness::run_once(lock, workload, &config) {
                     Ok(result) => result,
@@ -140,6 +141,9 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                         return None;
                     }
                 };
+                if let Some(trace) = &result.trace {
+                    print_trace(trace, lock.name(), workload.name(), threads);
+                }
                 simulated_ops += result.total_ops();
                 let key = report::RowKey {
                     machine: machine.name,
@@ -158,4 +162,37 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
         began.elapsed().as_secs_f64()
     );
     Some(rows)
+}
+
+#[cfg(numa_sim)]
+/// Writes a run's recorded accesses to stderr, one line each: issue time (ns), cost (ns), task,
+/// hardware thread, kind, address (labelled when it is the lock's or the protected data's), and
+/// whether it missed.
+fn print_trace(trace: &harness::Trace, lock: &str, workload: &str, threads: usize) {
+    eprintln!(
+        "trace: {lock} {workload} {threads} threads: {} accesses; lock at {:#x} ({} bytes), \
+         protected data at {:#x} ({} bytes)",
+        trace.accesses.len(),
+        trace.lock.0,
+        trace.lock.1,
+        trace.data.0,
+        trace.data.1
+    );
+    eprintln!("  issued_ns        cost_ns  task  hw  kind   address             what");
+    for a in &trace.accesses {
+        eprintln!(
+            "  {:>12.1} {:>9.1}  {:>4}  {:>3}  {:<5}  {:#018x}  {}{}",
+            a.issued_ps as f64 / 1000.0,
+            (a.completed_ps - a.issued_ps) as f64 / 1000.0,
+            a.task,
+            a.hw,
+            format!("{:?}", a.kind),
+            a.address,
+            if a.hit { "hit" } else { "MISS" },
+            match trace.label(a.address) {
+                label if label.is_empty() => String::new(),
+                label => format!(" {label}"),
+            }
+        );
+    }
 }

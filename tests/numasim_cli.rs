@@ -152,6 +152,53 @@ fn other_bad_values_are_rejected() {
     assert_rejected(&["--duration-us", "0"], &["'0'", "--duration-us"]);
     assert_rejected(&["--seed", "x"], &["'x'", "--seed"]);
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
+    for window in ["5-3", "5", "a-b", "-1-2", "4-4"] {
+        assert_rejected(&["--trace", window], &["--trace", "FROM-TO", "FROM < TO"]);
+    }
+}
+
+#[test]
+fn trace_writes_the_window_accesses_to_stderr_and_changes_nothing() {
+    let args = [
+        "--threads",
+        "4",
+        "--locks",
+        "mcs,ttas",
+        "--machine",
+        "kunpeng920",
+    ];
+    let plain = tiny(&args);
+    let window = [&args[..], &["--trace", "100-101.5"]].concat();
+    let full: Vec<&str> = TINY.iter().chain(&window).copied().collect();
+    let output = numasim(&full);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(without_host_ms(&stdout, ','), without_host_ms(&plain, ','));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    for lock in ["mcs", "ttas"] {
+        let header = format!("trace: {lock} counter 4 threads: ");
+        let at = stderr
+            .find(&header)
+            .unwrap_or_else(|| panic!("no trace of {lock}:\n{stderr}"));
+        let lines: Vec<&str> = stderr[at..]
+            .lines()
+            .skip(2)
+            .take_while(|line| line.starts_with("  "))
+            .collect();
+        assert!(!lines.is_empty(), "{lock}: no access in 1.5 us:\n{stderr}");
+        for line in &lines {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let issued: f64 = fields[0].parse().unwrap();
+            assert!((100_000.0..101_500.0).contains(&issued), "{line}");
+            assert!(["Load", "Store", "Rmw"].contains(&fields[4]), "{line}");
+            assert!(fields[6] == "hit" || fields[6] == "MISS", "{line}");
+        }
+        // Every critical section writes the protected data: labelled as such.
+        assert!(
+            lines.iter().any(|l| l.contains("data+0x0")),
+            "{lock}:\n{stderr}"
+        );
+    }
 }
 
 #[test]

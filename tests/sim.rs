@@ -733,6 +733,7 @@ fn reference(machine: &str, lock: cli::LockKind, threads: usize) -> report::Row 
         duration_ns: 10_000_000,
         seed: 1,
         ttas_fairness: true,
+        trace: None,
     };
     let run = harness::run_once(lock, cli::WorkloadKind::Counter, &config).unwrap();
     let key = report::RowKey {

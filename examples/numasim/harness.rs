@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
-use numa_sim::{Machine, Simulation, thread};
+use numa_sim::{Access, Machine, Simulation, thread};
 
 use crate::baselines::{SpinMcs, Ttas};
 use crate::cli::{LockKind, WorkloadKind};
@@ -63,6 +63,33 @@ pub struct RunConfig {
     pub seed: u64,
     /// The ttas model's eventual fairness.
     pub ttas_fairness: bool,
+    /// Record the accesses issued in this window of virtual time (ns, end excluded).
+    pub trace: Option<(u64, u64)>,
+}
+
+/// The accesses a run recorded (`RunConfig::trace`), with where the lock and its protected data
+/// lay, so that a reader can tell their lines apart.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    /// The accesses, sorted by issue time.
+    pub accesses: Vec<Access>,
+    /// The lock's address and size in bytes (whole lines).
+    pub lock: (usize, usize),
+    /// The protected data's address and size in bytes (whole lines).
+    pub data: (usize, usize),
+}
+
+impl Trace {
+    /// What `address` belongs to: `lock+OFFSET`, `data+OFFSET`, or nothing (a queue node, a
+    /// model's own state).
+    pub fn label(&self, address: usize) -> String {
+        for (name, (start, len)) in [("lock", self.lock), ("data", self.data)] {
+            if (start..start + len).contains(&address) {
+                return format!("{name}+{:#x}", address - start);
+            }
+        }
+        String::new()
+    }
 }
 
 /// What one simulated thread counted.
@@ -87,6 +114,8 @@ pub struct RunResult {
     pub host_time: Duration,
     /// The simulator's counts of `numa_locks::PathEvent`s, by slot (all 0 for the models).
     pub tallies: [u64; numa_sim::TALLY_SLOTS],
+    /// The accesses recorded, if the run asked for a trace.
+    pub trace: Option<Trace>,
 }
 
 impl RunResult {
@@ -161,9 +190,12 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
     let config = *config;
     let outcome: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let out = outcome.clone();
+    // Where the lock and its data lie (for a trace's labels).
+    let layout: Arc<Mutex<[(usize, usize); 2]>> = Arc::default();
+    let seen = layout.clone();
     let simulation = Simulation::new(config.machine).seed(config.seed);
     let report = catch_unwind(AssertUnwindSafe(|| {
-        simulation.run(move || {
+        let body = move || {
             let shared = Arc::new(Shared {
                 lock: CachePadded::new(L::new(config.threads, &config)),
                 data: CachePadded::new(UnsafeCell::new(Protected {
@@ -177,6 +209,16 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                     workload: W::new(config.threads),
                 })),
             });
+            *seen.lock().unwrap_or_else(PoisonError::into_inner) = [
+                (
+                    &*shared.lock as *const L as usize,
+                    std::mem::size_of::<CachePadded<L>>(),
+                ),
+                (
+                    shared.data.get() as usize,
+                    std::mem::size_of::<CachePadded<UnsafeCell<Protected<W>>>>(),
+                ),
+            ];
             let placement = numa_sim::placement(config.machine, config.threads)
                 .expect("the command line checked the thread count");
             let workers: Vec<_> = placement
@@ -206,7 +248,11 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                 data.workload.check(entries)
             };
             *out.lock().unwrap_or_else(PoisonError::into_inner) = Some((per_thread, check));
-        })
+        };
+        match config.trace {
+            Some((from, to)) => simulation.run_traced(from, to, body),
+            None => (simulation.run(body), Vec::new()),
+        }
     }))
     .map_err(|panic| {
         let message = panic
@@ -222,10 +268,21 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
         .take()
         .ok_or("the simulation ended without a result")?;
     check?;
+    let (report, mut accesses) = report;
+    let trace = config.trace.map(|_| {
+        accesses.sort_by_key(|a| (a.issued_ps, a.task));
+        let [lock, data] = *layout.lock().unwrap_or_else(PoisonError::into_inner);
+        Trace {
+            accesses,
+            lock,
+            data,
+        }
+    });
     Ok(RunResult {
         per_thread,
         host_time: report.host_time,
         tallies: report.tallies,
+        trace,
     })
 }
 

@@ -57,10 +57,33 @@ pub(crate) enum Mode {
 
 /// What kind of memory access.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
+    /// A load (an atomic load, or `touch_read`).
     Load,
+    /// A plain store (an atomic store, or `touch`).
     Store,
+    /// A locked read-modify-write (swap, CAS, fetch-op), failed CASes included.
     Rmw,
+}
+
+/// One simulated access by a pinned thread, as [`Simulation::run_traced`](crate::Simulation::run_traced)
+/// records it. Times are virtual picoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// When the thread issued it.
+    pub issued_ps: u64,
+    /// When it completed (the thread's clock after it).
+    pub completed_ps: u64,
+    /// The simulated thread (task id: 0 is the harness, workers from 1 in spawn order).
+    pub task: usize,
+    /// The hardware thread it is pinned to.
+    pub hw: usize,
+    /// Load, store or RMW.
+    pub kind: Kind,
+    /// The address accessed (its line is `address >> 6`).
+    pub address: usize,
+    /// Whether it hit the thread's own cache (no transfer).
+    pub hit: bool,
 }
 
 /// What a task waits for, besides its turn.
@@ -219,6 +242,9 @@ pub(crate) struct Engine {
     /// Why the simulation stopped early, to be reported by the harness.
     pub(crate) failure: Option<String>,
     pub(crate) counters: Counters,
+    /// Accesses issued in this window of virtual time are recorded in `traced`.
+    pub(crate) trace: Option<(Ps, Ps)>,
+    pub(crate) traced: Vec<Access>,
 }
 
 /// splitmix64: the simulator's hash for seeds and jitter.
@@ -266,6 +292,8 @@ impl Engine {
             stopped: false,
             failure: None,
             counters: Counters::default(),
+            trace: None,
+            traced: Vec::new(),
         };
         engine.reset();
         engine
@@ -500,6 +528,19 @@ impl Engine {
             Kind::Store => line.store(&self.topo, hw, now, false, jitter),
             Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
         };
+        if let Some((from, to)) = self.trace
+            && (from..to).contains(&now)
+        {
+            self.traced.push(Access {
+                issued_ps: now,
+                completed_ps: r.completion,
+                task: me,
+                hw,
+                kind,
+                address: addr,
+                hit: r.hit,
+            });
+        }
         let task = &mut self.tasks[me];
         task.clock = r.completion;
         if kind == Kind::Load && r.hit {

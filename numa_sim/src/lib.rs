@@ -68,6 +68,7 @@ mod machine;
 mod scheduler;
 pub mod thread;
 
+pub use engine::{Access, Kind as AccessKind};
 pub use harness::{RandomReport, RunReport, Simulation, check_pct, check_random, replay};
 pub use local::{AccessError, LocalKey};
 pub use machine::{

@@ -630,3 +630,52 @@ fn tallies_count_events_for_free() {
     let msg = panic_message(|| numa_sim::tally(numa_sim::TALLY_SLOTS));
     assert!(msg.contains("slot 8 is not below 8"), "{msg}");
 }
+
+#[test]
+fn a_traced_run_records_each_access_and_changes_nothing() {
+    // hw 0 (socket 0) writes a line; hw 36 (socket 1) reads it 1 us later, then twice more.
+    let m = machine("x5-4");
+    let program = || {
+        let flag = Arc::new(AtomicU32::new(0));
+        let f = flag.clone();
+        let writer = thread::spawn_on(0, move || f.store(1, Relaxed));
+        let f = flag.clone();
+        let reader = thread::spawn_on(36, move || {
+            numa_sim::work(1000);
+            for _ in 0..3 {
+                assert_eq!(f.load(Relaxed), 1);
+            }
+        });
+        writer.join();
+        reader.join();
+    };
+    let sim = Simulation::new(m).jitter(0.0);
+    let plain = sim.run(program);
+    let (traced, accesses) = sim.run_traced(0, 2_000, program);
+    assert_eq!(traced.virtual_end_ns, plain.virtual_end_ns);
+    assert_eq!(traced.simulated_accesses, plain.simulated_accesses);
+    let kinds: Vec<(usize, numa_sim::AccessKind, bool)> =
+        accesses.iter().map(|a| (a.hw, a.kind, a.hit)).collect();
+    use numa_sim::AccessKind::{Load, Store};
+    assert_eq!(
+        kinds,
+        [
+            (0, Store, false),
+            (36, Load, false),
+            (36, Load, true),
+            (36, Load, true)
+        ],
+        "{accesses:?}"
+    );
+    // The reader's first load crosses sockets: the other-socket latency, exactly.
+    let miss = accesses[1];
+    assert_eq!(
+        miss.completed_ps - miss.issued_ps,
+        m.costs.other_socket,
+        "{miss:?}"
+    );
+    assert_eq!(miss.address >> 6, accesses[0].address >> 6);
+    // A window that ends before the reader's first look records only the write.
+    let (_, early) = sim.run_traced(0, 500, program);
+    assert_eq!(early.len(), 1, "{early:?}");
+}
