@@ -48,20 +48,20 @@
 //! | `local_tail[s]` (arrivals, head)      | 0                         | no waiter of slot `s` in a local queue    |
 //! |                                       | `i`                       | waiter `i` is the last of slot `s`'s queue |
 //! | `deferred` (holder, claimer, unlock)  | 0                         | no deferred handoff                       |
-//! |                                       | `front \| count << 32 \| s << 56` | the holder kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with payload `count`; otherwise `unlock` makes `front` head |
-//! |                                       | `front \| barren << 32 \| s << 56 \| FIRST` | the same, deferred at a turn's first acquisition: a claimer's count is 1; if `unlock` takes it, the turn was barren and `barren` is the streak it hands on (see [`DEFERRED_FIRST`]) |
+//! |                                       | `front \| count << 32 \| streak << 51 \| s << 56` | the holder (`count` local handoffs into its node's turn, carrying `streak`) kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with `count + 1`; otherwise `unlock` makes `front` head, and at `count = 0` the turn was barren (see [`Deferral`]) |
 //!
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`); for a
 //! flat waiter (no local queue), which has no local handoffs to count, it is the number of
 //! checks of the flat window still to skip (see [`FLAT_CHECKS_SKIPPED`]); `streak`
 //! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`]; a
-//! hierarchical holder hands on `HIERARCHICAL_AFTER` plus the number of consecutive *barren*
+//! hierarchical holder hands on `HIERARCHICAL_AFTER` plus a *barren score*, which *barren*
 //! turns (one acquisition, nobody of its node queued, or came back for a deferral made at the
-//! turn's first acquisition). After [`BARREN_TURNS`] of those the
-//! per-node queues are keeping nothing local (one thread per node, say) and only cost every
-//! acquisition: the holder sets the mode to `FLAT` and `flat_until` to [`FLAT_FOR_NS`] from
-//! now, before which no streak turns the lock hierarchical again.
+//! turn's first acquisition) raise and local handoffs lower (see [`BARREN_WEIGHT`]). When it
+//! reaches its bound the per-node queues are keeping little local (one or two threads per
+//! node, say) and only cost every acquisition: the holder sets the mode to `FLAT` and
+//! `flat_until` to [`FLAT_FOR_NS`] from now, before which no streak turns the lock hierarchical
+//! again.
 //!
 //! # Transitions, as (fifo tail, local tail of slot s, lock word)
 //!
@@ -100,8 +100,8 @@
 //!    - no `S`, `local` and mode `HIERARCHICAL`: another thread of our node (the previous
 //!      holder, or after `count = 0` the one that took the lock last time our node had it) is
 //!      likely to be back within our critical section, so **defer**: publish
-//!      `deferred = F | (count + 1) << 32 | s << 56` (at `count = 0`, `F | barren << 32 | s << 56
-//!      | DEFERRED_FIRST`, so that an unclaimed one counts as a barren turn), mark the
+//!      `deferred = F | count << 32 | streak << 51 | s << 56` (an unclaimed one at `count = 0`
+//!      counts as a barren turn; a `count` of 2^19 or more ends the turn instead), mark the
 //!      lock word (`x → x | DEFERRED_MARK << PROXY_SHIFT`, so that the unlock's one-CAS fast
 //!      path fails) and return without a head. A representative of slot `s` that arrives during
 //!      the critical section claims it (step 3); `unlock` clears the mark and makes `F` head if
@@ -179,22 +179,52 @@ const HIERARCHICAL: u32 = 1;
 /// deferral itself is in `NodeQueues::deferred`.)
 const DEFERRED_MARK: u32 = 1;
 
-/// In `NodeQueues::deferred`: the deferral was made at the first acquisition of its node's turn
-/// (`count = 0`). Its count field then holds the barren streak `unlock` hands on if nobody
-/// claims it (the turn was barren after all); a claimer's count is 1.
-///
-/// Deferring at a turn's first acquisition too, measured in numa_sim (HqMutex / McsMutex, three
-/// presets x four workloads x 2-64 threads x seeds 1-3): `counter` +2.0% (`kunpeng920`) and
-/// +2.9% (`x5-4`) in geometric mean, everything else within 0.6%. Nodes with two threads keep
-/// their turns instead of ending them after one or two acquisitions: `kunpeng920` 7 threads,
-/// seeds 1-6, 0.84-1.78 (half the seeds in a slow regime) -> 1.72-2.00; `x5-4` 5 threads
-/// 0.72-0.79 -> 0.78-1.95. The cost: `locktorture` at 5-7 threads, -3% to -8%. Without
-/// counting an unclaimed one as barren, one thread per node never went flat (`kunpeng920`
-/// 4 threads 0.94 -> 0.75).
-const DEFERRED_FIRST: u64 = 1 << 63;
+/// A handoff deferred to the end of the critical section, as `NodeQueues::deferred` holds it:
+/// `front | count << 32 | streak << 51 | slot << 56` (never 0: `front` is a queue index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Deferral {
+    /// The FIFO front the holder kept waiting; `unlock` makes it head if nobody claims.
+    front: u32,
+    /// The holder's count of local handoffs in its node's turn, below 2^[`DEFERRED_COUNT_BITS`];
+    /// a claimer's count is one more. At 0 (the turn's first acquisition) an unclaimed deferral
+    /// leaves a barren turn behind.
+    ///
+    /// Deferring at a turn's first acquisition too, measured in numa_sim (HqMutex / McsMutex,
+    /// three presets x four workloads x 2-64 threads x seeds 1-3): `counter` +2.0%
+    /// (`kunpeng920`) and +2.9% (`x5-4`) in geometric mean, everything else within 0.6%. Nodes
+    /// with two threads keep their turns instead of ending them after one or two acquisitions:
+    /// `kunpeng920` 7 threads, seeds 1-6, 0.84-1.78 (half the seeds in a slow regime) ->
+    /// 1.72-2.00; `x5-4` 5 threads 0.72-0.79 -> 0.78-1.95. The cost: `locktorture` at 5-7
+    /// threads, -3% to -8%. Without counting an unclaimed one as barren, one thread per node
+    /// never went flat (`kunpeng920` 4 threads 0.94 -> 0.75).
+    count: u32,
+    /// The streak the holder carried (see [`BARREN_WEIGHT`]), 5 bits.
+    streak: u32,
+    /// The holder's slot: only a representative of it may claim.
+    slot: usize,
+}
 
-/// Bits of `NodeQueues::deferred` above 56 that hold the slot (`SLOTS` = 64).
-const DEFERRED_SLOT_MASK: u64 = 0x3f;
+/// Bits of [`Deferral::count`]: a holder whose count does not fit (only with
+/// `tunables::hq_local_handoffs()` above 2^19) ends its node's turn instead of deferring.
+const DEFERRED_COUNT_BITS: u32 = 19;
+
+impl Deferral {
+    const fn pack(self) -> u64 {
+        self.front as u64
+            | (self.count as u64) << 32
+            | (self.streak as u64) << 51
+            | (self.slot as u64) << 56
+    }
+
+    const fn unpack(d: u64) -> Self {
+        Deferral {
+            front: d as u32,
+            count: (d >> 32) as u32 & ((1 << DEFERRED_COUNT_BITS) - 1),
+            streak: (d >> 51) as u32 & 0x1f,
+            slot: (d >> 56) as usize & (SLOTS - 1),
+        }
+    }
+}
 
 /// Consecutive contended handoffs after which the lock turns hierarchical: long enough that a
 /// lock with an occasional second waiter stays a plain (allocation-free) queue lock, short
@@ -206,10 +236,24 @@ const HIERARCHICAL_AFTER: u32 = 8;
 const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
 
-/// Consecutive *barren* turns after which a hierarchical lock goes back to flat: turns of one
-/// acquisition that end with nobody of the holder's node queued, so the per-node queues kept
-/// nothing local and only cost every acquisition (one thread per node, say). In the streak,
-/// hierarchical holders count them above [`HIERARCHICAL_AFTER`]: 8 + 7 = 15 fits its 4 bits.
+/// How a hierarchical lock finds that its per-node queues keep nothing local and only cost
+/// every acquisition (one thread per node, say), and goes back to flat. A waiter of a local
+/// queue carries, in its streak, [`HIERARCHICAL_AFTER`] plus a *barren score*: a *barren* turn
+/// (one acquisition, then nobody of the holder's node queued or back for a deferral) adds
+/// `BARREN_WEIGHT`, a local handoff (a claimed deferral too) takes 1 off, and a turn that ends
+/// after local handoffs leaves it as it is. At `BARREN_WEIGHT` x [`BARREN_TURNS`] the lock goes
+/// flat: after [`BARREN_TURNS`] barren turns in a row, or sooner or later whenever barren turns
+/// come at more than one per `BARREN_WEIGHT` local handoffs.
+///
+/// Counting only barren turns in a row, measured in numa_sim (`counter`, seeds 1-3), a lock
+/// whose nodes have one or two threads stayed hierarchical because the two-thread nodes' turns
+/// broke every run: `kunpeng920` 5 threads ran at 0.68-0.84x McsMutex (4,997 barren turns
+/// against 1,666 local handoffs in 10 ms, and 61 of 6,724 deferrals claimed), 6 threads at
+/// 0.81-0.87x (2,961 against 2,958).
+const BARREN_WEIGHT: u32 = 2;
+
+/// Barren turns in a row after which a hierarchical lock goes back to flat (see
+/// [`BARREN_WEIGHT`]). The streak's 5 bits hold 8 + 2 x 7 = 22.
 const BARREN_TURNS: u32 = 7;
 
 /// How long a lock that went flat after barren turns stays flat before it tries the per-node
@@ -225,6 +269,16 @@ const FLAT_FOR_NS: u64 = 10_000_000;
 /// HqMutex 4-6% against a lock that never looks (seeds 1-6: 0.86-1.01x McsMutex, against
 /// 0.92-1.05x).
 const FLAT_CHECKS_SKIPPED: u32 = 255;
+
+/// The streak a local handoff hands on: one less in the barren score (see [`BARREN_WEIGHT`]).
+#[inline]
+const fn kept_local(streak: u32) -> u32 {
+    if streak > HIERARCHICAL_AFTER {
+        streak - 1
+    } else {
+        streak
+    }
+}
 
 /// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
 #[inline]
@@ -297,26 +351,23 @@ impl NodeQueues {
     /// Takes the deferred handoff of `slot`, if there is one: returns `(front, payload)`.
     fn claim_deferred(&self, slot: usize) -> Option<(u32, u32)> {
         let d = self.deferred.load(Ordering::Relaxed);
-        if d == 0 || ((d >> 56) & DEFERRED_SLOT_MASK) as usize != slot {
+        if d == 0 || Deferral::unpack(d).slot != slot {
             return None;
         }
         // Acquire: pairs with the Release store in `pass_headship`; `front`'s node is visible.
         self.deferred
             .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
-        let count = if d & DEFERRED_FIRST != 0 {
-            1
-        } else {
-            (d >> 32) as u32 & COUNT_MASK
-        };
-        Some((d as u32, handoff_payload(count, HIERARCHICAL_AFTER)))
+        let d = Deferral::unpack(d);
+        // A claim is a local handoff: one more in the count, one less in the barren score.
+        Some((d.front, handoff_payload(d.count + 1, kept_local(d.streak))))
     }
 
     /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, takes it and
     /// returns the deferred word (its FIFO front must become head). Runs before the lock word
     /// is released.
     #[inline]
-    fn take_deferred(&self) -> Option<u64> {
+    fn take_deferred(&self) -> Option<Deferral> {
         // Relaxed: see the module docs; a claim or this unlock's CAS settles the race.
         let d = self.deferred.load(Ordering::Relaxed);
         // Acquire: pairs with the Release store in `pass_headship`.
@@ -325,7 +376,7 @@ impl NodeQueues {
                 .deferred
                 .compare_exchange(d, 0, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok())
-        .then_some(d)
+        .then(|| Deferral::unpack(d))
     }
 }
 
@@ -470,12 +521,12 @@ impl RawHq {
         if let Some(d) = queues.take_deferred() {
             // Nobody of our node came back: a deferral made at the turn's first acquisition
             // leaves a barren turn behind.
-            let streak = if d & DEFERRED_FIRST != 0 {
-                self.barren_turn(queues, (d >> 32) as u32 & COUNT_MASK)
+            let streak = if d.count == 0 {
+                self.barren_turn(queues, d.streak)
             } else {
-                HIERARCHICAL_AFTER
+                d.streak
             };
-            self.hand_headship(d as u32, handoff_payload(0, streak));
+            self.hand_headship(d.front, handoff_payload(0, streak));
         }
     }
 
@@ -691,11 +742,11 @@ impl RawHq {
         let stay_local = !fair && count + 1 < limit;
         // A flat waiter's count is the number of flat-window checks still to skip.
         let skip = if local.is_none() { count } else { 0 };
-        // What the streak becomes (see `HIERARCHICAL_AFTER` and `BARREN_TURNS`): a flat waiter
-        // counts one more contended handoff; a waiter of a local queue hands on the plain
-        // hierarchical value, unless its handoff is barren (below).
+        // What the streak becomes (see `HIERARCHICAL_AFTER` and `BARREN_WEIGHT`): a flat waiter
+        // counts one more contended handoff; a waiter of a local queue carries the barren score
+        // on, one less after a local handoff (`kept_local`), more after a barren turn (below).
         let streak = if local.is_some() {
-            HIERARCHICAL_AFTER
+            streak.max(HIERARCHICAL_AFTER)
         } else {
             streak.min(HIERARCHICAL_AFTER - 1) + 1
         };
@@ -711,8 +762,12 @@ impl RawHq {
                 // `S` is the FIFO's only entry (its `fifo_next` is still 0 from its reset).
                 Some(s) => {
                     let (streak, _) = self.note_contended(streak, skip);
-                    let count = if stay_local { count + 1 } else { 0 };
-                    self.hand_headship(s, handoff_payload(count, streak));
+                    let payload = if stay_local {
+                        handoff_payload(count + 1, kept_local(streak))
+                    } else {
+                        handoff_payload(0, streak)
+                    };
+                    self.hand_headship(s, payload);
                 }
                 None => self.note_uncontended(),
             }
@@ -729,7 +784,7 @@ impl RawHq {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
                 // `make_head`'s Release; only `S` reads it, after its Acquire in `wait_for_head`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
-                self.hand_headship(s, handoff_payload(count + 1, streak));
+                self.hand_headship(s, handoff_payload(count + 1, kept_local(streak)));
             }
             Some(s) => {
                 // Remote handoff; `S` re-joins the FIFO at its tail as its slot's representative
@@ -749,23 +804,22 @@ impl RawHq {
                     if stay_local
                         && node(front).numa.load(Ordering::Relaxed) as usize % SLOTS == slot =>
                 {
-                    self.hand_headship(front, handoff_payload(count + 1, streak));
+                    self.hand_headship(front, handoff_payload(count + 1, kept_local(streak)));
                 }
-                Some(Local { queues, slot }) if stay_local && queues.is_hierarchical() => {
-                    // Defer to the end of the critical section. At the turn's first
-                    // acquisition, carry the barren streak instead of the count (see
-                    // `DEFERRED_FIRST`). Release: pairs with the Acquire CAS of the claimer or
-                    // of `unlock`; `front`'s node is visible to it.
-                    let deferred = if count == 0 {
-                        let barren = (payload >> COUNT_BITS).max(HIERARCHICAL_AFTER) + 1;
-                        u64::from(front)
-                            | u64::from(barren) << 32
-                            | (slot as u64) << 56
-                            | DEFERRED_FIRST
-                    } else {
-                        u64::from(front) | u64::from(count + 1) << 32 | (slot as u64) << 56
+                Some(Local { queues, slot })
+                    if stay_local
+                        && count < 1 << DEFERRED_COUNT_BITS
+                        && queues.is_hierarchical() =>
+                {
+                    // Defer to the end of the critical section. Release: pairs with the
+                    // Acquire CAS of the claimer or of `unlock`; `front`'s node is visible to it.
+                    let deferred = Deferral {
+                        front,
+                        count,
+                        streak,
+                        slot,
                     };
-                    queues.deferred.store(deferred, Ordering::Release);
+                    queues.deferred.store(deferred.pack(), Ordering::Release);
                     // Make `unlock`'s one-CAS fast path fail, so that it looks for the
                     // deferral (see `hand_deferred`).
                     self.core.word.record_proxy(DEFERRED_MARK);
@@ -773,8 +827,7 @@ impl RawHq {
                 Some(Local { queues, .. }) if count == 0 => {
                     // A barren turn (without a deferral: a fair unlock, or a limit of 1): ours
                     // was its only acquisition, and nobody of our node is queued.
-                    let barren = (payload >> COUNT_BITS).max(HIERARCHICAL_AFTER) + 1;
-                    let streak = self.barren_turn(queues, barren);
+                    let streak = self.barren_turn(queues, streak);
                     self.hand_headship(front, handoff_payload(0, streak));
                 }
                 Some(_) => self.hand_headship(front, handoff_payload(0, streak)),
@@ -817,19 +870,21 @@ impl RawHq {
         (streak, 0)
     }
 
-    /// A turn ended barren, the `barren - HIERARCHICAL_AFTER`th in a row: returns the streak to
-    /// hand on, or goes flat after [`BARREN_TURNS`] of them and returns 0.
-    fn barren_turn(&self, queues: &NodeQueues, barren: u32) -> u32 {
-        if barren < HIERARCHICAL_AFTER + self.barren_turns() {
-            barren
+    /// A turn ended barren; `streak` is what its holder carried: returns the streak to hand on,
+    /// with [`BARREN_WEIGHT`] more in the barren score, or goes flat when the score reaches
+    /// `BARREN_WEIGHT` x [`BARREN_TURNS`] and returns 0.
+    fn barren_turn(&self, queues: &NodeQueues, streak: u32) -> u32 {
+        let streak = streak.max(HIERARCHICAL_AFTER) + BARREN_WEIGHT;
+        if streak < HIERARCHICAL_AFTER + BARREN_WEIGHT * self.barren_turns() {
+            streak
         } else {
             self.go_flat(queues);
             0
         }
     }
 
-    /// The holder saw [`BARREN_TURNS`] barren turns in a row: the per-node queues keep nothing
-    /// local (measured in numa_sim, kunpeng920 counter workload: HqMutex with one thread on each
+    /// The barren score reached its bound (see [`BARREN_WEIGHT`]): the per-node queues keep
+    /// little local (measured in numa_sim, kunpeng920 counter workload: HqMutex with one thread on each
     /// of 4 nodes ran at 0.73x McsMutex hierarchical, 1.0x flat). Flat for [`FLAT_FOR_NS`].
     fn go_flat(&self, queues: &NodeQueues) {
         if self.switch_after() == 0 {
