@@ -4,10 +4,11 @@
 //! 4-socket X5-4 of the CNA series), beside two baseline **models** written for the simulator: a
 //! test-and-test-and-set lock shaped like parking_lot's `RawMutex` (`ttas`) and a plain spinning
 //! MCS queue lock standing in for the kernel's qspinlock queue (`spin-mcs`). Every simulated
-//! thread is pinned to its own hardware thread (numa_sim's "spread" placement) and loops "one
-//! critical section, then the workload's local work" for `--duration-us` of virtual time. The
-//! harness counts, inside every critical section, how many handoffs crossed NUMA nodes, from data
-//! stored with the protected lines, so every lock is measured the same way.
+//! thread is pinned to its own hardware thread (numa_sim's "spread" placement, or with
+//! `--placement packed` on as few NUMA nodes as possible) and loops "one critical section, then
+//! the workload's local work" for `--duration-us` of virtual time. The harness counts, inside
+//! every critical section, how many handoffs crossed NUMA nodes, from data stored with the
+//! protected lines, so every lock is measured the same way.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg numa_sim" cargo run --release --example numasim --target-dir target/sim -- \
@@ -101,13 +102,14 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}",
+         stealing {}, placement {}",
         options.duration_us,
         machine.name,
         machine.hw_threads(),
         machine.node_count(),
         options.seed,
         if options.stealing { "on" } else { "off" },
+        options.placement.name(),
     );
     let began = Instant::now();
     let mut rows = Vec::new();
@@ -125,6 +127,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                 let config = harness::RunConfig {
                     machine,
                     threads,
+                    placement: options.placement,
                     duration_ns: options.duration_us * 1000,
                     seed: options.seed,
                     ttas_fairness: options.ttas_fairness,

@@ -149,6 +149,21 @@ fn other_bad_values_are_rejected() {
         &["--format", "json"],
         &["'json'", "--format", "table", "csv"],
     );
+    assert_rejected(
+        &["--placement", "close"],
+        &["'close'", "--placement", "spread", "packed"],
+    );
+    assert_rejected(
+        &[
+            "--placement",
+            "packed",
+            "--machine",
+            "epyc-2s",
+            "--threads",
+            "193",
+        ],
+        &["'193'", "192"],
+    );
     assert_rejected(&["--duration-us", "0"], &["'0'", "--duration-us"]);
     assert_rejected(&["--seed", "x"], &["'x'", "--seed"]);
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
@@ -344,6 +359,53 @@ fn csv_has_the_exact_header_and_one_row_per_run() {
             assert_eq!(row[5], "1.000");
         }
     }
+}
+
+/// `--placement packed` puts up to one node's worth of threads on one node: no handoff crosses
+/// nodes, for any lock, where the default spread placement crosses in most of McsMutex's; the
+/// header on stderr names the placement.
+#[test]
+fn packed_placement_keeps_every_handoff_on_one_node() {
+    let run = |placement: &str| {
+        let args = [
+            "--duration-us",
+            "1000",
+            "--format",
+            "csv",
+            "--machine",
+            "kunpeng920",
+            "--threads",
+            "24",
+            "--locks",
+            "mcs,cna,hq,ttas,spin-mcs",
+            "--placement",
+            placement,
+        ];
+        let output = numasim(&args);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            stderr.contains(&format!("placement {placement}")),
+            "{stderr}"
+        );
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let remote: Vec<(String, f64)> = stdout
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let row: Vec<&str> = line.split(',').collect();
+                (row[1].to_string(), row[8].parse().unwrap())
+            })
+            .collect();
+        assert_eq!(remote.len(), 5, "{stdout}");
+        remote
+    };
+    for (lock, remote) in run("packed") {
+        assert_eq!(remote, 0.0, "{lock}: {remote}% remote, packed");
+    }
+    let spread = run("spread");
+    let mcs = spread.iter().find(|(lock, _)| lock == "mcs").unwrap().1;
+    assert!(mcs >= 25.0, "mcs: {mcs}% remote, spread");
 }
 
 #[test]

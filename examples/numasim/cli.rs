@@ -81,6 +81,38 @@ pub enum Format {
     Csv,
 }
 
+/// Where the simulated threads are pinned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Placement {
+    // (No doc comments on the variants: clap would list them as the values' help.)
+    // numa_sim::placement: over the sockets first, as Linux's scheduler spreads them.
+    Spread,
+    // numa_sim::packed_placement: one node at a time.
+    Packed,
+}
+
+impl Placement {
+    /// The hardware threads of `threads` threads on `machine`.
+    pub fn place(
+        self,
+        machine: &Machine,
+        threads: usize,
+    ) -> Result<Vec<usize>, numa_sim::TooManyThreads> {
+        match self {
+            Placement::Spread => numa_sim::placement(machine, threads),
+            Placement::Packed => numa_sim::packed_placement(machine, threads),
+        }
+    }
+
+    /// The name the command line takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Spread => "spread",
+            Placement::Packed => "packed",
+        }
+    }
+}
+
 /// `on` / `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Switch {
@@ -119,7 +151,7 @@ LOCKS:
     The models are written for the simulator on numa_sim's atomics (examples/numasim/
     baselines.rs); they are not the real parking_lot or kernel code.
 
-WORKLOADS (what one critical section does; every thread is pinned, spread over the machine):
+WORKLOADS (what one critical section does; every thread is pinned, see --placement):
     counter      the reference: write 2 protected 64-byte lines, 50 ns of work inside;
                  200 ns of work between acquisitions
     kv           one get (90%) or put (10%) on a simulated hash table of 65536 keys (131072
@@ -193,6 +225,12 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_US))]
     duration_us: u64,
 
+    /// Where the threads run: spread over the sockets first (as Linux's scheduler places them), or
+    /// packed onto as few NUMA nodes as possible, so that up to one node's worth of threads every
+    /// handoff stays within a node whatever the lock does (the most any NUMA policy can give)
+    #[arg(long, value_name = "spread|packed", default_value = "spread")]
+    placement: Placement,
+
     /// Whether this crate's locks let an arriving thread take a free lock ahead of queued waiters
     /// (numa_locks::tunables::set_stealing); the models are not affected
     #[arg(long, value_name = "on|off", default_value = "on")]
@@ -261,6 +299,8 @@ pub struct Options {
     pub seed: u64,
     /// Simulated length of one run.
     pub duration_us: u64,
+    /// Where the threads are pinned.
+    pub placement: Placement,
     /// Whether this crate's locks may steal.
     pub stealing: bool,
     /// Whether the ttas model has parking_lot 0.12's eventual fairness.
@@ -333,6 +373,7 @@ fn validate(args: Args) -> Result<Command, String> {
         workloads: args.workload.0,
         seed: args.seed,
         duration_us: args.duration_us,
+        placement: args.placement,
         stealing: args.stealing == Switch::On,
         ttas_fairness: args.ttas_fairness == Switch::On,
         format: args.format,

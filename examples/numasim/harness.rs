@@ -55,8 +55,10 @@ where
 pub struct RunConfig {
     /// The simulated machine.
     pub machine: &'static Machine,
-    /// Simulated threads, pinned with `numa_sim::placement`.
+    /// Simulated threads.
     pub threads: usize,
+    /// Where they are pinned.
+    pub placement: crate::cli::Placement,
     /// Critical sections entered before this virtual time (ns) count.
     pub duration_ns: u64,
     /// The simulation's seed.
@@ -219,7 +221,9 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                     std::mem::size_of::<CachePadded<UnsafeCell<Protected<W>>>>(),
                 ),
             ];
-            let placement = numa_sim::placement(config.machine, config.threads)
+            let placement = config
+                .placement
+                .place(config.machine, config.threads)
                 .expect("the command line checked the thread count");
             let workers: Vec<_> = placement
                 .into_iter()

@@ -73,7 +73,7 @@ pub use harness::{RandomReport, RunReport, Simulation, check_pct, check_random, 
 pub use local::{AccessError, LocalKey};
 pub use machine::{
     Costs, LatencyClass, MAX_HW_THREADS, Machine, Place, Ps, TooManyThreads, UnknownMachine,
-    placement,
+    packed_placement, placement,
 };
 
 use engine::{Kind, Mode};

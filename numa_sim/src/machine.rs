@@ -336,6 +336,53 @@ impl std::error::Error for TooManyThreads {}
 ///
 /// [`TooManyThreads`] when `threads > machine.hw_threads()`.
 pub fn placement(machine: &Machine, threads: usize) -> Result<Vec<usize>, TooManyThreads> {
+    // Sort key: SMT thread, then core within its L3, L3 within its node, node within its
+    // socket, socket. Consecutive threads thus go to different sockets first.
+    placed(
+        machine,
+        threads,
+        |p, [node_in_socket, l3_in_node, core_in_l3]| {
+            [p.smt, core_in_l3, l3_in_node, node_in_socket, p.socket]
+        },
+    )
+}
+
+/// Where `threads` threads go on `machine` when they are kept on as few NUMA nodes as
+/// possible: node 0 first, then the other nodes of its socket, then the next socket; within a
+/// node as [`placement`] spreads them (over the L3 domains, then the cores; SMT siblings once
+/// every core of the node has a thread). With at most one node's worth of hardware threads,
+/// every handoff stays within a node whatever a lock does: the most locality any NUMA policy
+/// could give (`numasim --placement packed`).
+///
+/// ```
+/// let m = numa_sim::Machine::by_name("kunpeng920").unwrap();
+/// let hw = numa_sim::packed_placement(m, 24).unwrap();
+/// assert!(hw.iter().all(|&h| m.node_of(h) == 0));
+/// let hw = numa_sim::packed_placement(m, 25).unwrap();
+/// assert_eq!(hw.iter().filter(|&&h| m.node_of(h) == 1).count(), 1);
+/// assert!(numa_sim::packed_placement(m, 97).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`TooManyThreads`] when `threads > machine.hw_threads()`.
+pub fn packed_placement(machine: &Machine, threads: usize) -> Result<Vec<usize>, TooManyThreads> {
+    placed(
+        machine,
+        threads,
+        |p, [node_in_socket, l3_in_node, core_in_l3]| {
+            [p.socket, node_in_socket, p.smt, core_in_l3, l3_in_node]
+        },
+    )
+}
+
+/// The first `threads` hardware threads of `machine` in the order of `key`, which gets each
+/// one's place and its node within the socket, L3 within the node and core within the L3.
+fn placed(
+    machine: &Machine,
+    threads: usize,
+    key: impl Fn(&Place, [usize; 3]) -> [usize; 5],
+) -> Result<Vec<usize>, TooManyThreads> {
     if threads > machine.hw_threads() {
         return Err(TooManyThreads {
             machine: machine.name,
@@ -344,19 +391,19 @@ pub fn placement(machine: &Machine, threads: usize) -> Result<Vec<usize>, TooMan
         });
     }
     let m = machine;
-    let mut order: Vec<(usize, usize, usize, usize, usize, usize)> = (0..m.hw_threads())
+    let mut order: Vec<([usize; 5], usize)> = (0..m.hw_threads())
         .map(|hw| {
             let p = m.place(hw);
-            let node_in_socket = p.node % m.nodes_per_socket;
-            let l3_in_node = p.l3 % m.l3_per_node;
-            let core_in_l3 = p.core % m.cores_per_l3;
-            // Sort key: SMT thread, then core within its L3, L3 within its node, node within its
-            // socket, socket. Consecutive threads thus go to different sockets first.
-            (p.smt, core_in_l3, l3_in_node, node_in_socket, p.socket, hw)
+            let within = [
+                p.node % m.nodes_per_socket,
+                p.l3 % m.l3_per_node,
+                p.core % m.cores_per_l3,
+            ];
+            (key(&p, within), hw)
         })
         .collect();
     order.sort_unstable();
-    Ok(order.into_iter().take(threads).map(|k| k.5).collect())
+    Ok(order.into_iter().take(threads).map(|k| k.1).collect())
 }
 
 /// The presets: public statics, each documented with the sources of its numbers.
@@ -642,5 +689,41 @@ mod tests {
         }
         let err = placement(m, 145).unwrap_err().to_string();
         assert!(err.contains("145") && err.contains("144"), "{err}");
+    }
+
+    #[test]
+    fn packed_placement_fills_one_node_at_a_time() {
+        for m in PRESETS.iter().copied() {
+            let all = packed_placement(m, m.hw_threads()).unwrap();
+            let mut sorted = all.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(
+                sorted.len(),
+                m.hw_threads(),
+                "{}: every hardware thread once",
+                m.name
+            );
+            // Nodes in order, each one whole before the next.
+            let per_node = m.hw_threads() / m.node_count();
+            for (i, &hw) in all.iter().enumerate() {
+                assert_eq!(m.node_of(hw), i / per_node, "{}: thread {i}", m.name);
+            }
+            // Within a node, every core before any SMT sibling, and over the L3 domains first.
+            let cores = per_node / m.threads_per_core;
+            assert!(all[..cores].iter().all(|&hw| m.place(hw).smt == 0));
+            let l3s: Vec<usize> = all[..m.l3_per_node]
+                .iter()
+                .map(|&h| m.place(h).l3)
+                .collect();
+            assert_eq!(l3s, (0..m.l3_per_node).collect::<Vec<_>>(), "{}", m.name);
+        }
+        let k = Machine::by_name("kunpeng920").unwrap();
+        assert_eq!(
+            packed_placement(k, 30).unwrap(),
+            packed_placement(k, 96).unwrap()[..30]
+        );
+        let err = packed_placement(k, 97).unwrap_err().to_string();
+        assert!(err.contains("97") && err.contains("96"), "{err}");
     }
 }
