@@ -27,8 +27,9 @@
 //! never contended never allocates) or its `mode` is `FLAT`, and every waiter is a flat waiter:
 //! this is exactly `RawMcs` with `fifo_tail` as its tail. The holder counts consecutive contended
 //! handoffs (a *streak*, carried in the payload of the `HEAD` status it hands on, so it costs no
-//! shared write); after [`HIERARCHICAL_AFTER`] of them it allocates `queues` if needed and sets
-//! the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
+//! shared write); after [`HIERARCHICAL_AFTER`] of them, at the first that came from another
+//! node (a lock contended by one node's threads stays flat), it allocates `queues` if needed
+//! and sets the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
 //! the streak restarts at 0 with the next waiter), and so does one whose per-node queues keep
 //! nothing local (barren turns, see the payload below). Only the lock holder writes `queues` and
 //! `mode`, so writers never race; arrivals read them once, and **every path below is correct
@@ -53,7 +54,8 @@
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`); for a
 //! flat waiter (no local queue), which has no local handoffs to count, it is the number of
-//! checks of the flat window still to skip (see [`FLAT_CHECKS_SKIPPED`]); `streak`
+//! checks of the flat window still to skip (see [`FLAT_CHECKS_SKIPPED`]) and the node slot of
+//! the holder that handed it headship (see [`FROM_SHIFT`]); `streak`
 //! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`]; a
 //! hierarchical holder hands on `HIERARCHICAL_AFTER` plus a *barren score*, which *barren*
 //! turns (one acquisition, nobody of its node queued, or came back for a deferral made at the
@@ -279,6 +281,22 @@ const fn kept_local(streak: u32) -> u32 {
         streak
     }
 }
+
+/// In a flat waiter's `HEAD` payload count: the bits above the flat-window looks to skip (at
+/// most [`FLAT_CHECKS_SKIPPED`]) hold the slot of the holder that handed it headship, plus one
+/// (0: not known, as from `unlock`'s deferred handoff or a waiter of a local queue), and above
+/// them [`CROSSED`]. A flat lock turns hierarchical only if one of the contended handoffs of
+/// its streak crossed nodes: with every waiter on one node the per-node queues could keep
+/// nothing more local than the plain queue does, and only cost. Measured in numa_sim (`counter`, every thread on one node with
+/// `numasim --placement packed`): HqMutex that went hierarchical ran at 5.08 M/s on the
+/// Kunpeng 920 with 8 and 24 threads, against 5.78 for McsMutex and 5.76 for HqMutex kept flat.
+const FROM_SHIFT: u32 = 8;
+const SKIP_MASK: u32 = (1 << FROM_SHIFT) - 1;
+const FROM_MASK: u32 = 0x7f;
+const _: () = assert!(FLAT_CHECKS_SKIPPED <= SKIP_MASK && SLOTS as u32 <= FROM_MASK);
+/// In a flat waiter's `HEAD` payload count: a contended handoff of the current streak crossed
+/// nodes (see [`FROM_SHIFT`]).
+const CROSSED: u32 = 1 << (FROM_SHIFT + 7);
 
 /// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
 #[inline]
@@ -740,8 +758,20 @@ impl RawHq {
         let count = payload & COUNT_MASK;
         let streak = payload >> COUNT_BITS;
         let stay_local = !fair && count + 1 < limit;
-        // A flat waiter's count is the number of flat-window checks still to skip.
-        let skip = if local.is_none() { count } else { 0 };
+        // A flat waiter's count is the number of flat-window checks still to skip, the slot of
+        // the holder that handed it headship and whether its streak crossed nodes (see
+        // `FROM_SHIFT`). Our own slot: `numa` is ours, written when we queued.
+        let (skip, my_slot, crossed) = if local.is_none() {
+            let my_slot = (my.numa.load(Ordering::Relaxed) % SLOTS as u64) as u32;
+            let from = (count >> FROM_SHIFT) & FROM_MASK;
+            let crossed = count & CROSSED != 0 || (from != 0 && from - 1 != my_slot);
+            (count & SKIP_MASK, my_slot, crossed)
+        } else {
+            (0, 0, false)
+        };
+        // Whether the streak tells of waiters on more than one node: a waiter of a local queue
+        // belongs to a lock that is hierarchical already.
+        let nodes_differ = local.is_some() || crossed;
         // What the streak becomes (see `HIERARCHICAL_AFTER` and `BARREN_WEIGHT`): a flat waiter
         // counts one more contended handoff; a waiter of a local queue carries the barren score
         // on, one less after a local handoff (`kept_local`), more after a barren turn (below).
@@ -761,7 +791,7 @@ impl RawHq {
             match successor {
                 // `S` is the FIFO's only entry (its `fifo_next` is still 0 from its reset).
                 Some(s) => {
-                    let (streak, _) = self.note_contended(streak, skip);
+                    let (streak, _) = self.note_contended(streak, skip, nodes_differ);
                     let payload = if stay_local {
                         handoff_payload(count + 1, kept_local(streak))
                     } else {
@@ -778,7 +808,7 @@ impl RawHq {
         } else {
             wait_for_next(&my.fifo_next)
         };
-        let (streak, skip) = self.note_contended(streak, skip);
+        let (streak, skip) = self.note_contended(streak, skip, nodes_differ);
         match successor {
             Some(s) if stay_local => {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
@@ -831,18 +861,23 @@ impl RawHq {
                     self.hand_headship(front, handoff_payload(0, streak));
                 }
                 Some(_) => self.hand_headship(front, handoff_payload(0, streak)),
-                None => self.hand_headship(front, handoff_payload(skip, streak)),
+                None => {
+                    // A streak that starts again forgets where it went.
+                    let crossed = if crossed && streak > 0 { CROSSED } else { 0 };
+                    let count = skip | (my_slot + 1) << FROM_SHIFT | crossed;
+                    self.hand_headship(front, handoff_payload(count, streak));
+                }
             },
         }
     }
 
     /// The holder made a contended handoff with a streak of `streak`: turn hierarchical once
-    /// contention is sustained, unless the lock went flat after barren turns less than
-    /// [`FLAT_FOR_NS`] ago. `skip` is the number of looks at that window still to skip (a flat
-    /// head's count). Returns the streak to hand on, 0 to count again from scratch when the lock
+    /// contention is sustained and `nodes_differ` (see [`FROM_SHIFT`]), unless the lock went
+    /// flat after barren turns less than [`FLAT_FOR_NS`] ago. `skip` is the number of looks at
+    /// that window still to skip (a flat head's count). Returns the streak to hand on, 0 to count again from scratch when the lock
     /// stays flat, and the looks still to skip (see [`FLAT_CHECKS_SKIPPED`]).
-    fn note_contended(&self, streak: u32, skip: u32) -> (u32, u32) {
-        if streak < self.switch_after() {
+    fn note_contended(&self, streak: u32, skip: u32, nodes_differ: bool) -> (u32, u32) {
+        if streak < self.switch_after() || !nodes_differ {
             return (streak, skip);
         }
         if skip > 0 {
