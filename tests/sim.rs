@@ -834,13 +834,15 @@ fn headline_ratios() {
     }
 }
 
-/// Why issue 11's two largest targets are missed, pinned: they lie above what the crate's locks
-/// make when every thread shares one node (`--placement packed`: no handoff can cross nodes,
-/// the most locality any NUMA policy could buy). Measured in brackets.
+/// Why issue 11's two largest targets are missed, pinned: they lie above, or at, what the
+/// crate's locks make when every thread shares one node (`--placement packed`: no handoff can
+/// cross nodes, the most locality any NUMA policy could buy). Measured in brackets.
 /// - X5-4: CnaMutex >= 1.5x McsMutex at 32 threads is 5.11 M/s (McsMutex spread: 3.41); with
-///   32 threads on one socket, McsMutex, CnaMutex and HqMutex make 4.45, 4.42 and 4.37.
+///   32 threads on one socket, McsMutex, CnaMutex and HqMutex make 4.45, 4.42 and 4.37: every
+///   one of them more than 10% short.
 /// - Kunpeng 920: HqMutex >= 1.25x CnaMutex at 64 threads is 5.81 M/s (CnaMutex spread: 4.65);
-///   with 24 threads on one node (all its hardware threads) they make 5.78, 5.51 and 5.76.
+///   with 24 threads on one node (all its hardware threads) HqMutex makes 5.76 (McsMutex 5.78,
+///   CnaMutex 5.51): the target sits at the ceiling, which only HqMutex is asserted against.
 ///
 /// Should a change lift a lock over these bounds, this test fails, and the reasoning in
 /// BENCHMARKS.md ("The ceiling") must be revisited: the target may then be within reach.
@@ -851,24 +853,28 @@ fn issue_targets_lie_above_the_one_node_ceiling() {
     use cli::Placement::Packed;
     let _defaults = tunables();
     let x5_target = 1.5 * reference("x5-4", Mcs, 32).ops_per_sec;
-    let kp_target = 1.25 * reference("kunpeng920", Cna, 64).ops_per_sec;
     for lock in [Mcs, Cna, Hq] {
         let x5 = reference_placed("x5-4", lock, 32, Packed);
-        let kp = reference_placed("kunpeng920", lock, 24, Packed);
         println!(
-            "{lock:?} on one node: x5-4 {:.2} M/s (target {:.2}), kunpeng920 {:.2} M/s \
-             (target {:.2})",
+            "{lock:?}, x5-4, 32 threads on one socket: {:.2} M/s (target {:.2})",
             x5.ops_per_sec / 1e6,
-            x5_target / 1e6,
-            kp.ops_per_sec / 1e6,
-            kp_target / 1e6
+            x5_target / 1e6
         );
-        for row in [&x5, &kp] {
-            assert_eq!(row.remote_handoff_pct, 0.0, "{lock:?}: packed, yet remote");
-        }
-        assert!(x5.ops_per_sec < x5_target, "{lock:?}: x5-4 one socket");
-        assert!(kp.ops_per_sec < kp_target, "{lock:?}: kunpeng920 one node");
+        assert_eq!(x5.remote_handoff_pct, 0.0, "{lock:?}: packed, yet remote");
+        assert!(
+            x5.ops_per_sec < 0.9 * x5_target,
+            "{lock:?}: x5-4 one socket"
+        );
     }
+    let kp_target = 1.25 * reference("kunpeng920", Cna, 64).ops_per_sec;
+    let hq = reference_placed("kunpeng920", Hq, 24, Packed);
+    println!(
+        "Hq, kunpeng920, 24 threads on one node: {:.2} M/s (target {:.2})",
+        hq.ops_per_sec / 1e6,
+        kp_target / 1e6
+    );
+    assert_eq!(hq.remote_handoff_pct, 0.0, "packed, yet remote");
+    assert!(hq.ops_per_sec < kp_target, "kunpeng920 one node");
 }
 
 /// A lock contended by one node's threads gains nothing from per-node queues: HqMutex stays
