@@ -72,7 +72,11 @@ pub type CnaReentrantMutexGuard<'a, T> = lock_api::ReentrantMutexGuard<'a, RawCn
 pub type CnaMappedReentrantMutexGuard<'a, T> =
     lock_api::MappedReentrantMutexGuard<'a, RawCna, RawThreadId, T>;
 
-/// The hierarchical queued NUMA-aware lock (HQ).
+/// The hierarchical queued NUMA-aware lock (HQ): one waiter queue per NUMA node and a FIFO of
+/// nodes, used once contention is sustained and spans nodes. While its waiters all come from one
+/// node (on a one-node machine, always) it is the plain queue lock ([`McsMutex`]'s algorithm)
+/// and allocates nothing; it goes back to that algorithm while its per-node queues keep little
+/// local. See [`RawHq`].
 pub type HqMutex<T> = lock_api::Mutex<RawHq, T>;
 /// The guard of a [`HqMutex`].
 pub type HqMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawHq, T>;
