@@ -760,11 +760,12 @@ fn reference_placed(
 /// The headline figures of issue 11, pinned: the reference `counter` workload as `numasim`
 /// runs it, default tunables, 10 ms of virtual time each. Measured values in brackets.
 /// - Kunpeng 920, 64 threads: HqMutex and CnaMutex at least 1.25x McsMutex (1.29, 1.33), and
-///   HqMutex at least 0.95x CnaMutex (0.97; 0.93-1.04 on seeds 1-10). The issue asks for HQ >= 1.15x CNA: missed since
-///   CNA's flush threshold went from 1 ms to 100 µs, which made CnaMutex 14% faster here (HQ was
-///   1.18x the old CnaMutex). With stealing and parking, most acquisitions are a thread taking
-///   again the lock it just released, and the queue policy decides only the rest (BENCHMARKS.md):
-///   the ratios between the queue locks are modest and move with such tunables.
+///   HqMutex at least 0.95x CnaMutex (0.97; 0.93-1.04 on seeds 1-10). The issue asks for HQ >=
+///   1.15x CNA: missed since CNA's flush threshold went from 1 ms to 100 µs, which made CnaMutex
+///   14% faster here (HQ was 1.18x the old CnaMutex). With stealing and parking, most
+///   acquisitions are a thread taking again the lock it just released, and the queue policy
+///   decides only the rest (BENCHMARKS.md): the ratios between the queue locks are modest and
+///   move with such tunables.
 /// - X5-4, 32 threads: CnaMutex and HqMutex at least 1.1x McsMutex (1.14, 1.21). The issue asks
 ///   for CNA >= 1.4x MCS: missed, and not for want of locality. McsMutex with stealing does not
 ///   hand the lock over in FIFO order the way the CNA paper's baseline (a spinning MCS lock)

@@ -27,11 +27,11 @@
 //! never contended never allocates) or its `mode` is `FLAT`, and every waiter is a flat waiter:
 //! this is exactly `RawMcs` with `fifo_tail` as its tail. The holder counts consecutive contended
 //! handoffs (a *streak*, carried in the payload of the `HEAD` status it hands on, so it costs no
-//! shared write); after [`HIERARCHICAL_AFTER`] of them, at the first that came from another
-//! node (a lock contended by one node's threads stays flat), it allocates `queues` if needed
-//! and sets the mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and
-//! the streak restarts at 0 with the next waiter), and so does one whose per-node queues keep
-//! nothing local (barren turns, see the payload below). Only the lock holder writes `queues` and
+//! shared write); after [`HIERARCHICAL_AFTER`] of them, once one of them crossed nodes (a lock
+//! contended by one node's threads stays flat), it allocates `queues` if needed and sets the
+//! mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and the
+//! streak restarts at 0 with the next waiter), and so does one whose per-node queues keep nothing
+//! local (barren turns, see the payload below). Only the lock holder writes `queues` and
 //! `mode`, so writers never race; arrivals read them once, and **every path below is correct
 //! whichever mode an arrival saw**: flat waiters and representatives coexist in the FIFO at any
 //! time, a representative serves its local queue whatever the mode is by then, and the mode only
@@ -282,13 +282,13 @@ const fn kept_local(streak: u32) -> u32 {
     }
 }
 
-/// In a flat waiter's `HEAD` payload count: the bits above the flat-window looks to skip (at
-/// most [`FLAT_CHECKS_SKIPPED`]) hold the slot of the holder that handed it headship, plus one
-/// (0: not known, as from `unlock`'s deferred handoff or a waiter of a local queue), and above
-/// them [`CROSSED`]. A flat lock turns hierarchical only if one of the contended handoffs of
-/// its streak crossed nodes: with every waiter on one node the per-node queues could keep
-/// nothing more local than the plain queue does, and only cost. Measured in numa_sim (`counter`, every thread on one node with
-/// `numasim --placement packed`): HqMutex that went hierarchical ran at 5.08 M/s on the
+/// In a flat waiter's `HEAD` payload count: the bits above the flat-window looks to skip (at most
+/// [`FLAT_CHECKS_SKIPPED`]) hold the slot of the holder that handed it headship, plus one (0: not
+/// known, as from `unlock`'s deferred handoff or a waiter of a local queue), and above them
+/// [`CROSSED`]. A flat lock turns hierarchical only if one of the contended handoffs of its streak
+/// crossed nodes: with every waiter on one node the per-node queues could keep nothing more local
+/// than the plain queue does, and only cost. Measured in numa_sim (`counter`, every thread on one
+/// node with `numasim --placement packed`): HqMutex that went hierarchical ran at 5.08 M/s on the
 /// Kunpeng 920 with 8 and 24 threads, against 5.78 for McsMutex and 5.76 for HqMutex kept flat.
 const FROM_SHIFT: u32 = 8;
 const SKIP_MASK: u32 = (1 << FROM_SHIFT) - 1;
@@ -872,10 +872,11 @@ impl RawHq {
     }
 
     /// The holder made a contended handoff with a streak of `streak`: turn hierarchical once
-    /// contention is sustained and `nodes_differ` (see [`FROM_SHIFT`]), unless the lock went
-    /// flat after barren turns less than [`FLAT_FOR_NS`] ago. `skip` is the number of looks at
-    /// that window still to skip (a flat head's count). Returns the streak to hand on, 0 to count again from scratch when the lock
-    /// stays flat, and the looks still to skip (see [`FLAT_CHECKS_SKIPPED`]).
+    /// contention is sustained and `nodes_differ` (see [`FROM_SHIFT`]), unless the lock went flat
+    /// after barren turns less than [`FLAT_FOR_NS`] ago. `skip` is the number of looks at that
+    /// window still to skip (a flat head's count). Returns the streak to hand on, 0 to count again
+    /// from scratch when the lock stays flat, and the looks still to skip (see
+    /// [`FLAT_CHECKS_SKIPPED`]).
     fn note_contended(&self, streak: u32, skip: u32, nodes_differ: bool) -> (u32, u32) {
         if streak < self.switch_after() || !nodes_differ {
             return (streak, skip);
@@ -918,9 +919,9 @@ impl RawHq {
         }
     }
 
-    /// The barren score reached its bound (see [`BARREN_WEIGHT`]): the per-node queues keep
-    /// little local (measured in numa_sim, kunpeng920 counter workload: HqMutex with one thread on each
-    /// of 4 nodes ran at 0.73x McsMutex hierarchical, 1.0x flat). Flat for [`FLAT_FOR_NS`].
+    /// The barren score reached its bound (see [`BARREN_WEIGHT`]): the per-node queues keep little
+    /// local (measured in numa_sim, kunpeng920 counter workload: HqMutex with one thread on each of
+    /// 4 nodes ran at 0.73x McsMutex hierarchical, 1.0x flat). Flat for [`FLAT_FOR_NS`].
     fn go_flat(&self, queues: &NodeQueues) {
         if self.switch_after() == 0 {
             return; // models of an always-hierarchical lock
