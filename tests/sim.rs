@@ -965,6 +965,59 @@ fn most_acquisitions_skip_the_queue() {
     }
 }
 
+/// The arrivals' pause phase, which only a machine with one NUMA node gets (`STEAL_TRIES` in
+/// `src/raw/mod.rs`): thread A holds the lock for 4 µs; thread B, on another core of the same
+/// X5-4 socket, arrives 0.2 µs in. B's 14 `pause`s and 7 yields take 2.2 µs, so on the
+/// four-socket preset B queues. With that socket alone, as a one-node machine, B keeps pausing
+/// for half the spin time (2.5 µs) after its first yield and steals the lock when A unlocks,
+/// without queueing; with the spin time at 0 it queues there too. The latencies are the same in
+/// all three runs: the node count and the tunable decide.
+#[test]
+fn one_node_arrivals_pause_before_queueing() {
+    let _defaults = tunables();
+    let x5_4 = Machine::by_name("x5-4").unwrap();
+    let one_socket: &'static Machine = Box::leak(Box::new(Machine {
+        name: "x5-4, one socket",
+        sockets: 1,
+        ..x5_4.clone()
+    }));
+    assert_eq!(one_socket.node_count(), 1);
+    // (stolen, queued) acquisitions of B.
+    let b_path = |machine: &'static Machine| {
+        let report = Simulation::new(machine).seed(1).run(move || {
+            let lock = Arc::new(RawMcs::INIT);
+            let (a_lock, b_lock) = (lock.clone(), lock);
+            let a = thread::spawn_on(0, move || {
+                a_lock.lock();
+                numa_sim::work(4_000);
+                // SAFETY: A took the lock above.
+                unsafe { a_lock.unlock() };
+            });
+            let b = thread::spawn_on(2, move || {
+                numa_sim::work(200);
+                b_lock.lock();
+                // SAFETY: B holds the lock it just took.
+                unsafe { b_lock.unlock() };
+            });
+            a.join();
+            b.join();
+        });
+        let tallies = report.tallies;
+        (
+            tallies[numa_locks::PathEvent::Steal as usize],
+            tallies[numa_locks::PathEvent::Queued as usize],
+        )
+    };
+    assert_eq!(b_path(x5_4), (0, 1), "four sockets: B queues");
+    assert_eq!(b_path(one_socket), (1, 0), "one node: B steals");
+    numa_locks::tunables::set_spin_time(std::time::Duration::ZERO).unwrap();
+    assert_eq!(
+        b_path(one_socket),
+        (0, 1),
+        "one node, no spinning: B queues"
+    );
+}
+
 // ---- Randomized schedules: the conformance scenarios beyond loom's reach ----------------------
 
 /// 12 threads on 4 sockets mix `lock`, `try_lock`, `try_lock_for` with tiny timeouts (so that
