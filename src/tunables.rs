@@ -115,6 +115,10 @@ fn check_duration(
 
 /// Sets how long a waiter spins before it parks (default [`DEFAULT_SPIN_TIME`]).
 /// Allowed: 0 (park at once) to 1 s.
+///
+/// On a machine with one NUMA node it also bounds the arriving threads' spin before they queue:
+/// half of it, while the thread has its core to itself (0 leaves only parking_lot's brief
+/// schedule of a few `pause`s and yields).
 pub fn set_spin_time(value: Duration) -> Result<(), TunableError> {
     let ns = check_duration("spin_time", value, Duration::ZERO, MAX_SPIN_TIME, "0 to 1s")?;
     SPIN_NS.store(ns, Relaxed);
