@@ -83,23 +83,24 @@ const FAIR: u32 = 8;
 /// enough not to slow the holder down, and gives the core away when threads outnumber cores.
 ///
 /// On a machine with one NUMA node, the first yield is timed, and if it came back within
-/// [`ALONE_YIELD_NS`] (nobody else was waiting for the core) a pause phase follows: looks after
-/// batches of up to 2^[`STEAL_MAX_STEP`] `pause`s until half the spin time
-/// (`tunables::spin_time`, 2.5 µs by default) has passed. It is bounded by the clock, not by a
-/// count, because a `pause` costs 10 to 140 cycles depending on the CPU.
+/// [`ALONE_YIELD_NS`] (nobody else was waiting for the core) a pause phase follows: it spins
+/// until half the spin time (`tunables::spin_time`, 2.5 µs by default) has passed, looking at
+/// the lock halfway and at the end. It is bounded by the clock, not by a count, because a
+/// `pause` costs 10 to 140 cycles depending on the CPU.
 ///
 /// Why: with two threads on two cores, a waiter that queues and parks makes every unlock of the
 /// running thread pay a futex wake. Measured with `locktorture`, 2 threads on the 2-core
-/// development machine, against parking_lot in the same invocation (4 invocations alternating
-/// with the build without the phase): `empty`, `kv` and `freelist` 0.69-0.97x without it,
-/// 0.88-1.42x with it; `counter` 0.65-1.08x, 0.99-1.61x. Without the yield test, 8 and 32
-/// threads on the same 2 cores fell to 0.65-0.85x in many runs. On several nodes the phase is
-/// left out: in numa_sim it let arrivals from any node take turns ahead of the queue, and
-/// HqMutex's fairness at 32 threads on the X5-4 went from 0.54 to 0.64 (BENCHMARKS.md, "The
-/// arrivals' spin").
+/// development machine, ratio to parking_lot in the same invocation, 4 invocations alternating
+/// with the build before: without the phase 0.65-1.08x (all four workloads), with it, looking
+/// after batches of 16, 32, then 64 `pause`s, 0.88-1.61x, and looking only halfway and at the
+/// end (see `pause_phase`) 1.06-1.68x. Without the yield test, 8 and 32 threads on the same 2
+/// cores fell to 0.65-0.85x in many runs. On several nodes the phase is left out: in numa_sim
+/// it let arrivals from any node take turns ahead of the queue, and HqMutex's fairness at 32
+/// threads on the X5-4 went from 0.54 to 0.64 (BENCHMARKS.md, "The arrivals' spin").
 const STEAL_TRIES: u32 = 10;
 const STEAL_SPINS: u32 = 3;
-const STEAL_MAX_STEP: u32 = 6;
+/// `pause`s between two clock reads of the pause phase.
+const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run: 0.2 µs on the
 /// development machine alone, 1.1-2.4 µs with 2-8 other yielding threads on its 2 cores.
 const ALONE_YIELD_NS: u64 = 1000;
@@ -189,32 +190,43 @@ impl LockWord {
         false
     }
 
-    /// [`spin_steal`](Self::spin_steal)'s pause phase: looks after batches of 16, 32, then 64
-    /// `pause`s until `until`. `Some(acquired)` ends the spin-steal (the lock taken, or someone
-    /// queued); `None` goes on to the yields.
+    /// [`spin_steal`](Self::spin_steal)'s pause phase: spins until `until`, and looks at the
+    /// lock only twice, halfway and at the end. `Some(acquired)` ends the spin-steal (the lock
+    /// taken, or someone queued); `None` goes on to the yields.
     ///
-    /// Not the queue head's `SpinBudget::with_backoff`, whose looks start again after 1, 2, 4
-    /// and 8 `pause`s: with it, `locktorture` at 2 threads here fell from 1.15-1.26x parking_lot
-    /// to 0.79-0.95x on `empty` and from 1.02-1.39x to 0.73-0.91x on `freelist` (4 alternating
-    /// invocations; why the first looks matter that much was not measured further).
+    /// Fewer looks, more throughput: `locktorture` at 2 threads here, looks every 2^k `pause`s
+    /// for the whole phase (0.7 µs for k = 6, 1.4 µs for 7, 2.8 µs for 8), 3 invocations, median
+    /// ratio to parking_lot on `empty`, `counter`, `kv`, `freelist`: k = 5: 1.31, 1.21, 1.04,
+    /// 1.30; 6: 1.49, 1.52, 1.17, 1.49; 7: 1.74, 1.81, 1.26, 1.67; 8: 1.83, 1.80, 1.30, 1.64,
+    /// with the same fairness factors (0.50-0.65); presumably because each look reads the lock's
+    /// line and the queue tail's, which the holder then has to take back. Looking halfway and at
+    /// the end is about k = 7 here, in time rather than in `pause`s, which cost 10 to 140 cycles.
+    /// (The queue head's `SpinBudget::with_backoff`, which looks after 1, 2, 4, ... 64 `pause`s,
+    /// was worse still: `empty` 0.79-0.95x.)
     #[cold]
     fn pause_phase(&self, nobody_queued: &impl Fn() -> bool, until: u64) -> Option<bool> {
         // The loop only reads, until the lock or the queue changes, or the time is up.
         crate::sync::spin_deadline(until);
-        let mut step = STEAL_SPINS + 1;
-        while now_ns() < until {
-            for _ in 0..1u32 << step {
+        let start = now_ns();
+        let mut look_at = start + until.saturating_sub(start) / 2;
+        loop {
+            for _ in 0..STEAL_PAUSE_BATCH {
                 crate::sync::spin_hint();
             }
-            step = (step + 1).min(STEAL_MAX_STEP);
-            if self.try_steal() {
-                return Some(true);
-            }
-            if !nobody_queued() {
-                return Some(false);
+            let now = now_ns();
+            if now >= look_at {
+                if self.try_steal() {
+                    return Some(true);
+                }
+                if !nobody_queued() {
+                    return Some(false);
+                }
+                if now >= until {
+                    return None;
+                }
+                look_at = until;
             }
         }
-        None
     }
 
     /// Releases the lock and wakes the queue head if it sleeps.
