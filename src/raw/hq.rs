@@ -296,7 +296,7 @@ const FROM_MASK: u32 = 0x7f;
 const _: () = assert!(FLAT_CHECKS_SKIPPED <= SKIP_MASK && SLOTS as u32 <= FROM_MASK);
 /// In a flat waiter's `HEAD` payload count: a contended handoff of the current streak crossed
 /// nodes (see [`FROM_SHIFT`]).
-const CROSSED: u32 = 1 << (FROM_SHIFT + 7);
+const CROSSED: u32 = (FROM_MASK + 1) << FROM_SHIFT;
 
 /// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
 #[inline]
