@@ -170,12 +170,16 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
 #[cfg(numa_sim)]
 /// Writes a run's recorded accesses to stderr, one line each: issue time (ns), cost (ns), task,
 /// hardware thread, kind, address (labelled when it is the lock's or the protected data's), and
-/// whether it missed.
+/// whether it missed. Futex sleeps (cost: until the thread ran again; `woken` or `timeout`) and
+/// wakes (`woke` or `none`) are on the same timeline.
 fn print_trace(trace: &harness::Trace, lock: &str, workload: &str, threads: usize) {
+    use numa_sim::AccessKind;
+    let futex = |a: &&numa_sim::Access| matches!(a.kind, AccessKind::Sleep | AccessKind::Wake);
+    let events = trace.accesses.iter().filter(futex).count();
     eprintln!(
-        "trace: {lock} {workload} {threads} threads: {} accesses; lock at {:#x} ({} bytes), \
-         protected data at {:#x} ({} bytes)",
-        trace.accesses.len(),
+        "trace: {lock} {workload} {threads} threads: {} accesses, {events} futex sleeps and \
+         wakes; lock at {:#x} ({} bytes), protected data at {:#x} ({} bytes)",
+        trace.accesses.len() - events,
         trace.lock.0,
         trace.lock.1,
         trace.data.0,
@@ -191,7 +195,14 @@ fn print_trace(trace: &harness::Trace, lock: &str, workload: &str, threads: usiz
             a.hw,
             format!("{:?}", a.kind),
             a.address,
-            if a.hit { "hit" } else { "MISS" },
+            match (a.kind, a.hit) {
+                (AccessKind::Sleep, true) => "woken",
+                (AccessKind::Sleep, false) => "timeout",
+                (AccessKind::Wake, true) => "woke",
+                (AccessKind::Wake, false) => "none",
+                (_, true) => "hit",
+                (_, false) => "MISS",
+            },
             match trace.label(a.address) {
                 label if label.is_empty() => String::new(),
                 label => format!(" {label}"),

@@ -55,7 +55,7 @@ pub(crate) enum Mode {
     Randomized,
 }
 
-/// What kind of memory access.
+/// What kind of memory access, or (only in a trace) of futex event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A load (an atomic load, or `touch_read`).
@@ -64,10 +64,19 @@ pub enum Kind {
     Store,
     /// A locked read-modify-write (swap, CAS, fetch-op), failed CASes included.
     Rmw,
+    /// Only in a trace: a sleep in [`futex_wait`](crate::futex_wait), from the park to the
+    /// moment the thread runs again; [`Access::hit`] says whether a wake ended it (rather than
+    /// its deadline). Recorded when it ends, if it began in the window.
+    Sleep,
+    /// Only in a trace: a [`futex_wake`](crate::futex_wake), costing the waker the machine's
+    /// `futex_wake`; [`Access::hit`] says whether it woke a sleeper (who runs `wake_latency`
+    /// after it).
+    Wake,
 }
 
-/// One simulated access by a pinned thread, as [`Simulation::run_traced`](crate::Simulation::run_traced)
-/// records it. Times are virtual picoseconds.
+/// One simulated access (or futex sleep or wake, see [`Kind`]) by a pinned thread, as
+/// [`Simulation::run_traced`](crate::Simulation::run_traced) records it. Times are virtual
+/// picoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Access {
     /// When the thread issued it.
@@ -80,9 +89,10 @@ pub struct Access {
     pub hw: usize,
     /// Load, store or RMW.
     pub kind: Kind,
-    /// The address accessed (its line is `address >> 6`).
+    /// The address accessed (its line is `address >> 6`); the futex word for a sleep or wake.
     pub address: usize,
-    /// Whether it hit the thread's own cache (no transfer).
+    /// Whether it hit the thread's own cache (no transfer); for a sleep, whether a wake ended
+    /// it; for a wake, whether it woke anyone.
     pub hit: bool,
 }
 
@@ -527,20 +537,17 @@ impl Engine {
             Kind::Load => line.load(&self.topo, hw, now, jitter),
             Kind::Store => line.store(&self.topo, hw, now, false, jitter),
             Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
+            Kind::Sleep | Kind::Wake => unreachable!("{kind:?} is not a memory access"),
         };
-        if let Some((from, to)) = self.trace
-            && (from..to).contains(&now)
-        {
-            self.traced.push(Access {
-                issued_ps: now,
-                completed_ps: r.completion,
-                task: me,
-                hw,
-                kind,
-                address: addr,
-                hit: r.hit,
-            });
-        }
+        self.record(Access {
+            issued_ps: now,
+            completed_ps: r.completion,
+            task: me,
+            hw,
+            kind,
+            address: addr,
+            hit: r.hit,
+        });
         let task = &mut self.tasks[me];
         task.clock = r.completion;
         if kind == Kind::Load && r.hit {
@@ -721,6 +728,15 @@ impl Engine {
         task.clock / 1000
     }
 
+    /// Adds `entry` to the trace if tracing is on and it was issued in the window.
+    fn record(&mut self, entry: Access) {
+        if let Some((from, to)) = self.trace
+            && (from..to).contains(&entry.issued_ps)
+        {
+            self.traced.push(entry);
+        }
+    }
+
     /// Parks the current task on `addr` until a wake or `deadline_ns`.
     pub(crate) fn park(&mut self, addr: usize, deadline_ns: Option<u64>) {
         let me = self.current;
@@ -741,13 +757,23 @@ impl Engine {
         let me = self.current;
         let task = &mut self.tasks[me];
         task.wait = Wait::Running;
-        if task.woken {
-            return true;
+        let woken = task.woken;
+        if let Some(hw) = task.hw {
+            let (issued_ps, completed_ps) = (task.sleep_start, task.clock);
+            self.record(Access {
+                issued_ps,
+                completed_ps,
+                task: me,
+                hw,
+                kind: Kind::Sleep,
+                address: addr,
+                hit: woken,
+            });
         }
-        if let Some(queue) = self.futexes.get_mut(&addr) {
+        if !woken && let Some(queue) = self.futexes.get_mut(&addr) {
             queue.retain(|&t| t != me);
         }
-        false
+        woken
     }
 
     /// Whether the current task has been woken (randomized mode's park loop).
@@ -780,8 +806,18 @@ impl Engine {
         }
         let waker = &mut self.tasks[me];
         waker.iter_pure = false;
-        if pinned {
+        if let Some(hw) = waker.hw {
             waker.clock += costs.futex_wake;
+            let completed_ps = waker.clock;
+            self.record(Access {
+                issued_ps: now,
+                completed_ps,
+                task: me,
+                hw,
+                kind: Kind::Wake,
+                address: addr,
+                hit: woke > 0,
+            });
         }
         handles
     }

@@ -134,9 +134,11 @@ impl Simulation {
     }
 
     /// [`run`](Self::run), also recording every access that a pinned thread issues from
-    /// `from_ns` to `to_ns` of virtual time (not including `to_ns`), in issue order per thread
-    /// (sort by [`Access::issued_ps`](crate::Access::issued_ps) for a timeline). Recording is
-    /// free: the run is the same as without it. For finding where a handoff spends its time.
+    /// `from_ns` to `to_ns` of virtual time (not including `to_ns`), and its futex sleeps and
+    /// wakes that begin in that window (kinds [`Sleep`](crate::AccessKind::Sleep) and
+    /// [`Wake`](crate::AccessKind::Wake)), in issue order per thread (sort by
+    /// [`Access::issued_ps`](crate::Access::issued_ps) for a timeline). Recording is free: the
+    /// run is the same as without it. For finding where a handoff spends its time.
     pub fn run_traced<F>(&self, from_ns: u64, to_ns: u64, f: F) -> (RunReport, Vec<Access>)
     where
         F: Fn() + Send + Sync + 'static,

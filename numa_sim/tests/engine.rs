@@ -679,3 +679,55 @@ fn a_traced_run_records_each_access_and_changes_nothing() {
     let (_, early) = sim.run_traced(0, 500, program);
     assert_eq!(early.len(), 1, "{early:?}");
 }
+
+#[test]
+fn a_trace_records_futex_sleeps_and_wakes_on_the_same_timeline() {
+    // hw 1 sleeps on a word; hw 0 sets it 2 us in and wakes it: the sleeper runs
+    // `wake_latency` after the wake. A second wake finds nobody.
+    let m = machine("x5-4");
+    let program = || {
+        let word = Arc::new(AtomicU32::new(0));
+        let w = word.clone();
+        let sleeper = thread::spawn_on(1, move || {
+            while w.load(Relaxed) == 0 {
+                numa_sim::futex_wait(&w, 0, None);
+            }
+        });
+        let w = word.clone();
+        let waker = thread::spawn_on(0, move || {
+            numa_sim::work(2_000);
+            w.store(1, Relaxed);
+            numa_sim::futex_wake(&*w, 1);
+            numa_sim::futex_wake(&*w, 1);
+        });
+        sleeper.join();
+        waker.join();
+    };
+    let sim = Simulation::new(m).jitter(0.0);
+    let plain = sim.run(program);
+    let (traced, mut entries) = sim.run_traced(0, 20_000, program);
+    entries.sort_by_key(|a| a.issued_ps);
+    assert_eq!(traced.virtual_end_ns, plain.virtual_end_ns);
+    assert_eq!(traced.simulated_accesses, plain.simulated_accesses);
+    use numa_sim::AccessKind::{Sleep, Wake};
+    let futex: Vec<_> = entries
+        .iter()
+        .filter(|a| matches!(a.kind, Sleep | Wake))
+        .collect();
+    let summary: Vec<(usize, numa_sim::AccessKind, bool)> =
+        futex.iter().map(|a| (a.hw, a.kind, a.hit)).collect();
+    assert_eq!(
+        summary,
+        [(1, Sleep, true), (0, Wake, true), (0, Wake, false)],
+        "{entries:?}"
+    );
+    let (sleep, wake, idle) = (futex[0], futex[1], futex[2]);
+    assert!(sleep.issued_ps < wake.issued_ps, "{entries:?}");
+    assert_eq!(sleep.completed_ps, wake.issued_ps + m.costs.wake_latency);
+    assert_eq!(wake.completed_ps - wake.issued_ps, m.costs.futex_wake);
+    assert_eq!(idle.issued_ps, wake.completed_ps);
+    assert_eq!(sleep.address, wake.address);
+    // Sleeps that begin outside the window are not recorded, even if they end inside it.
+    let (_, late) = sim.run_traced(2_000, 20_000, program);
+    assert!(late.iter().all(|a| a.kind != Sleep), "{late:?}");
+}
