@@ -414,7 +414,7 @@ fn packed_placement_keeps_every_handoff_on_one_node() {
 }
 
 #[test]
-fn paths_adds_four_columns_and_changes_nothing_else() {
+fn paths_adds_seven_columns_and_changes_nothing_else() {
     let args = ["--threads", "1,8", "--locks", "mcs,cna,hq,ttas"];
     let plain = tiny(&args);
     let with_paths = tiny(&[&args[..], &["--paths"]].concat());
@@ -425,7 +425,8 @@ fn paths_adds_four_columns_and_changes_nothing_else() {
             CSV_HEADER
                 .replace(
                     ",host_ms",
-                    ",fast_pct,steal_pct,queued_pct,parks_per_kacq,host_ms"
+                    ",fast_pct,steal_pct,queued_pct,parks_per_kacq,acq_per_handoff,\
+                     alt_time_pct,alt_ops_per_sec,host_ms"
                 )
                 .as_str()
         )
@@ -437,6 +438,22 @@ fn paths_adds_four_columns_and_changes_nothing_else() {
         let plain_row: Vec<&str> = plain_row.split(',').collect();
         assert_eq!(row[..9], plain_row[..9], "{row:?} vs {plain_row:?}");
         let paths: Vec<&str> = row[9..13].to_vec();
+        // Every lock, models included: no handoff alone, else at least one acquisition each.
+        let (per_handoff, alt_time, alt_rate) = (row[13], row[14], row[15]);
+        if row[3] == "1" {
+            assert_eq!(per_handoff, "", "no handoffs alone: {row:?}");
+            assert_eq!(
+                (alt_time, alt_rate),
+                ("0.0", ""),
+                "nobody to alternate with"
+            );
+        } else {
+            let per_handoff: f64 = per_handoff.parse().unwrap();
+            assert!(per_handoff >= 1.0, "{row:?}");
+            let alt_time: f64 = alt_time.parse().unwrap();
+            assert!((0.0..=100.0).contains(&alt_time), "{row:?}");
+            assert_eq!(alt_rate.is_empty(), alt_time == 0.0, "{row:?}");
+        }
         if row[1] == "ttas" {
             assert_eq!(paths, ["", "", "", ""], "a model counts nothing: {row:?}");
             continue;

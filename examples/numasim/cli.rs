@@ -184,6 +184,14 @@ COLUMNS:
     queued_pct          acquisitions after waiting in the queue
     parks_per_kacq      sleeps (queue head on the lock word, or waiters on their queue nodes) per
                         1000 acquisitions
+    acq_per_handoff     acquisitions per handoff: critical sections one thread runs in a row, on
+                        average (1 when threads alternate); every lock, models included ('-' /
+                        empty without handoffs)
+    alt_time_pct        percent of the run's 20 us windows in which the lock's threads
+                        alternated (under 2 acquisitions per handoff) rather than one re-taking
+                        it; every lock
+    alt_ops_per_sec     the throughput within those windows: the lock's rate while its threads
+                        alternate ('-' / empty if they never did)
 
 Progress goes to stderr, results to stdout. Bad input exits with code 2, a failed run with 1.
 Build: RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --target-dir target/sim";
@@ -247,7 +255,8 @@ struct Args {
 
     /// Also report how this crate's locks were acquired and how often waiters slept: columns
     /// fast_pct, steal_pct, queued_pct and parks_per_kacq (see COLUMNS); counted by the simulator
-    /// for free, so the other columns do not change
+    /// for free, so the other columns do not change; and, for every lock, how often the holder
+    /// changed: acq_per_handoff, alt_time_pct and alt_ops_per_sec
     #[arg(long)]
     paths: bool,
 

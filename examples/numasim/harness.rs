@@ -23,6 +23,10 @@ use crate::workload::{Counter, FreeList, Kv, LockTorture, Workload, XorShift};
 /// `Head::last_thread` before the first acquisition.
 const NO_THREAD: usize = usize::MAX;
 
+/// The length of the windows of virtual time in which `RunResult::windows` counts acquisitions
+/// and handoffs: 20 µs, about 100 critical sections at the simulated locks' rates.
+pub const WINDOW_NS: u64 = 20_000;
+
 /// A lock the harness can drive: this crate's mutexes and the baseline models.
 pub trait SimLock: Send + Sync + 'static {
     /// A new unlocked lock for `threads` simulated threads, built with the run's options.
@@ -116,6 +120,9 @@ pub struct RunResult {
     pub host_time: Duration,
     /// The simulator's counts of `numa_locks::PathEvent`s, by slot (all 0 for the models).
     pub tallies: [u64; numa_sim::TALLY_SLOTS],
+    /// (acquisitions, handoffs) in each whole [`WINDOW_NS`] window of the run, in order: how
+    /// the lock's regime changes over time.
+    pub windows: Vec<[u32; 2]>,
     /// The accesses recorded, if the run asked for a trace.
     pub trace: Option<Trace>,
 }
@@ -142,6 +149,9 @@ struct Head {
     entries: u64,
     /// Critical sections that found `inside` set.
     violations: u64,
+    /// (acquisitions, handoffs) per whole [`WINDOW_NS`] window of the run. Host memory, which
+    /// the simulator does not cost: counting here changes nothing measured.
+    windows: Vec<[u32; 2]>,
 }
 
 /// Everything a lock protects. Only accessed by the holder of `Shared::lock`.
@@ -186,7 +196,7 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
 }
 
 /// What the simulation hands back to the host: per-thread counts and the data check.
-type Outcome = (Vec<ThreadCounts>, Result<(), String>);
+type Outcome = (Vec<ThreadCounts>, Vec<[u32; 2]>, Result<(), String>);
 
 fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String> {
     let config = *config;
@@ -207,6 +217,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                         inside: false,
                         entries: 0,
                         violations: 0,
+                        windows: vec![[0; 2]; (config.duration_ns / WINDOW_NS) as usize],
                     }),
                     workload: W::new(config.threads),
                 })),
@@ -251,7 +262,9 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
             } else {
                 data.workload.check(entries)
             };
-            *out.lock().unwrap_or_else(PoisonError::into_inner) = Some((per_thread, check));
+            let windows = data.head.windows.clone();
+            *out.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((per_thread, windows, check));
         };
         match config.trace {
             Some((from, to)) => simulation.run_traced(from, to, body),
@@ -266,7 +279,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
             .unwrap_or_else(|| "the simulation panicked".to_string());
         format!("the simulation failed: {message}")
     })?;
-    let (per_thread, check) = outcome
+    let (per_thread, windows, check) = outcome
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take()
@@ -286,6 +299,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
         per_thread,
         host_time: report.host_time,
         tallies: report.tallies,
+        windows,
         trace,
     })
 }
@@ -315,16 +329,21 @@ fn worker<L: SimLock, W: Workload>(
             }
             head.inside = true;
             head.entries += 1;
-            let counted = numa_sim::clock_ns() < end;
-            if head.last_thread != id {
-                if head.last_thread != NO_THREAD && counted {
-                    counts.handoffs += 1;
-                    if head.last_node != node {
-                        counts.remote_handoffs += 1;
-                    }
-                }
-                head.last_thread = id;
+            let now = numa_sim::clock_ns();
+            let counted = now < end;
+            let window = head.windows.get_mut((now / WINDOW_NS) as usize);
+            let handoff = head.last_thread != id && head.last_thread != NO_THREAD;
+            if let Some(window) = window {
+                window[0] += 1;
+                window[1] += u32::from(handoff);
             }
+            if handoff && counted {
+                counts.handoffs += 1;
+                if head.last_node != node {
+                    counts.remote_handoffs += 1;
+                }
+            }
+            head.last_thread = id;
             head.last_node = node;
             if counted {
                 counts.ops += 1;

@@ -22,8 +22,54 @@ pub const COLUMNS: [&str; 10] = [
     "host_ms",
 ];
 
-/// The columns `--paths` adds, before `host_ms`.
-pub const PATH_COLUMNS: [&str; 4] = ["fast_pct", "steal_pct", "queued_pct", "parks_per_kacq"];
+/// The columns `--paths` adds, before `host_ms`: the crate locks' acquisition paths, then how
+/// often the holder changes (every lock).
+pub const PATH_COLUMNS: [&str; 7] = [
+    "fast_pct",
+    "steal_pct",
+    "queued_pct",
+    "parks_per_kacq",
+    "acq_per_handoff",
+    "alt_time_pct",
+    "alt_ops_per_sec",
+];
+
+/// A window of the run in which the lock averaged fewer acquisitions per handoff than this
+/// counts as *alternating* (threads taking turns, one's critical section overlapping the
+/// others' local work), as opposed to one thread re-taking the lock for a while.
+pub const ALTERNATING_BELOW: f64 = 2.0;
+
+/// The windows (`harness::WINDOW_NS`) in which the lock's threads alternated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Alternation {
+    /// Percent of the run's windows.
+    pub time_pct: f64,
+    /// Critical sections per simulated second within them (`None` if there were none): the
+    /// lock's rate in its alternating regime.
+    pub ops_per_sec: Option<f64>,
+}
+
+impl Alternation {
+    /// From the (acquisitions, handoffs) of each window; `None` without windows.
+    pub fn from_windows(windows: &[[u32; 2]]) -> Option<Alternation> {
+        if windows.is_empty() {
+            return None;
+        }
+        let alternating: Vec<u32> = windows
+            .iter()
+            .filter(|[acq, handoffs]| {
+                *handoffs > 0 && f64::from(*acq) < ALTERNATING_BELOW * f64::from(*handoffs)
+            })
+            .map(|[acq, _]| *acq)
+            .collect();
+        let seconds = alternating.len() as f64 * crate::harness::WINDOW_NS as f64 * 1e-9;
+        Some(Alternation {
+            time_pct: 100.0 * alternating.len() as f64 / windows.len() as f64,
+            ops_per_sec: (!alternating.is_empty())
+                .then(|| alternating.iter().map(|&a| f64::from(a)).sum::<f64>() / seconds),
+        })
+    }
+}
 
 /// The header: [`COLUMNS`], with [`PATH_COLUMNS`] before `host_ms` if `paths`.
 pub fn columns(paths: bool) -> Vec<&'static str> {
@@ -88,6 +134,12 @@ pub struct Row {
     pub max_min: f64,
     /// Remote handoffs / handoffs, in percent (0 without handoffs).
     pub remote_handoff_pct: f64,
+    /// Acquisitions per handoff: how many critical sections a thread runs in a row on average
+    /// (`None` without handoffs).
+    pub acq_per_handoff: Option<f64>,
+    /// When the threads alternated, and how fast the lock ran then (`None` for runs shorter
+    /// than a window).
+    pub alternation: Option<Alternation>,
     /// Host wall time of the run, ms.
     pub host_ms: f64,
     /// How the acquisitions were made (this crate's locks only).
@@ -112,6 +164,8 @@ pub fn summarize(key: RowKey, duration_us: u64, run: &RunResult) -> Row {
         } else {
             100.0 * remote as f64 / handoffs as f64
         },
+        acq_per_handoff: (handoffs > 0).then(|| run.total_ops() as f64 / handoffs as f64),
+        alternation: Alternation::from_windows(&run.windows),
         host_ms: run.host_time.as_secs_f64() * 1e3,
         paths: Paths::from_tallies(&run.tallies),
     }
@@ -177,8 +231,14 @@ fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
                 format!("{:.2}", p.queued_pct),
                 format!("{:.1}", p.parks_per_kacq),
             ]),
-            None => cells.extend(PATH_COLUMNS.map(|_| missing.to_string())),
+            None => cells.extend([missing; 4].map(str::to_string)),
         }
+        let number = |value: Option<f64>, digits: usize| {
+            value.map_or_else(|| missing.to_string(), |v| format!("{v:.digits$}"))
+        };
+        cells.push(number(row.acq_per_handoff, 2));
+        cells.push(number(row.alternation.map(|a| a.time_pct), 1));
+        cells.push(number(row.alternation.and_then(|a| a.ops_per_sec), 0));
     }
     cells.push(format!("{:.1}", row.host_ms));
     cells
