@@ -170,8 +170,9 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
 #[cfg(numa_sim)]
 /// Writes a run's recorded accesses to stderr, one line each: issue time (ns), cost (ns), task,
 /// hardware thread, kind, address (labelled when it is the lock's or the protected data's), and
-/// whether it missed. Futex sleeps (cost: until the thread ran again; `woken` or `timeout`) and
-/// wakes (`woke` or `none`) are on the same timeline.
+/// whether it missed. Futex sleeps (cost: until the thread ran again; `woken` or `timeout`;
+/// one in progress at the window's start is listed at its start) and wakes (`woke` or `none`)
+/// are on the same timeline.
 fn print_trace(trace: &harness::Trace, lock: &str, workload: &str, threads: usize) {
     use numa_sim::AccessKind;
     let futex = |a: &&numa_sim::Access| matches!(a.kind, AccessKind::Sleep | AccessKind::Wake);

@@ -262,9 +262,10 @@ struct Args {
 
     /// Also write every memory access the simulated threads issue between FROM and TO
     /// microseconds of virtual time to stderr (time, cost, thread, kind, address, hit or miss),
-    /// and every futex sleep (kind Sleep, cost = until the thread runs again) and wake, for each
-    /// run: where a handoff spends its time. Recording is free (the results do not change); keep
-    /// the window short (1 us is about 20 accesses per busy thread)
+    /// and every futex wake and sleep (kind Sleep, cost = until the thread runs again; one in
+    /// progress at FROM too), for each run: where a handoff spends its time. Recording is free
+    /// (the results do not change); keep the window short (1 us is about 20 accesses per busy
+    /// thread)
     #[arg(long, value_name = "FROM-TO", value_parser = parse_window, allow_hyphen_values = true)]
     trace: Option<(u64, u64)>,
 

@@ -66,7 +66,8 @@ pub enum Kind {
     Rmw,
     /// Only in a trace: a sleep in [`futex_wait`](crate::futex_wait), from the park to the
     /// moment the thread runs again; [`Access::hit`] says whether a wake ended it (rather than
-    /// its deadline). Recorded when it ends, if it began in the window.
+    /// its deadline). Recorded when it ends, if it overlaps the window (so it may have been
+    /// issued before the window's start).
     Sleep,
     /// Only in a trace: a [`futex_wake`](crate::futex_wake), costing the waker the machine's
     /// `futex_wake`; [`Access::hit`] says whether it woke a sleeper (who runs `wake_latency`
@@ -758,9 +759,12 @@ impl Engine {
         let task = &mut self.tasks[me];
         task.wait = Wait::Running;
         let woken = task.woken;
-        if let Some(hw) = task.hw {
+        if let (Some(hw), Some((from, to))) = (task.hw, self.trace)
+            && task.sleep_start < to
+            && task.clock >= from
+        {
             let (issued_ps, completed_ps) = (task.sleep_start, task.clock);
-            self.record(Access {
+            self.traced.push(Access {
                 issued_ps,
                 completed_ps,
                 task: me,

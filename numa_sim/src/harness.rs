@@ -134,8 +134,8 @@ impl Simulation {
     }
 
     /// [`run`](Self::run), also recording every access that a pinned thread issues from
-    /// `from_ns` to `to_ns` of virtual time (not including `to_ns`), and its futex sleeps and
-    /// wakes that begin in that window (kinds [`Sleep`](crate::AccessKind::Sleep) and
+    /// `from_ns` to `to_ns` of virtual time (not including `to_ns`), its futex wakes in that
+    /// window and its futex sleeps that overlap it (kinds [`Sleep`](crate::AccessKind::Sleep) and
     /// [`Wake`](crate::AccessKind::Wake)), in issue order per thread (sort by
     /// [`Access::issued_ps`](crate::Access::issued_ps) for a timeline). Recording is free: the
     /// run is the same as without it. For finding where a handoff spends its time.
