@@ -178,8 +178,9 @@ COLUMNS:
                         for every lock
     host_ms             host wall time of the run (the only column that differs between runs)
   with --paths, before host_ms (this crate's locks; '-' in the table, empty in CSV, for models):
-    fast_pct            acquisitions by the one-CAS fast path (an uncontended lock, or a thread
-                        re-taking a lock it just released before the queue head does), percent
+    fast_pct            acquisitions by the one-CAS fast path (an uncontended lock, or a free
+                        one taken before the queue head: by the last holder again, or by another
+                        awake thread; acq_per_handoff tells which), percent
     steal_pct           acquisitions by an arriving thread's stealing spin, without queueing
     queued_pct          acquisitions after waiting in the queue
     parks_per_kacq      sleeps (queue head on the lock word, or waiters on their queue nodes) per

@@ -244,7 +244,8 @@ pub(crate) fn thread_seed(thread_local_address: usize) -> u32 {
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathEvent {
-    /// Taken by the one-CAS fast path (an uncontended lock, or a re-take before the queue head).
+    /// Taken by the one-CAS fast path: an uncontended lock, or one found free before the queue
+    /// head took it (the last holder again, or another awake thread taking its turn).
     Fast = 0,
     /// Taken by an arriving thread's stealing spin, without queueing.
     Steal = 1,
