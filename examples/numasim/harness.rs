@@ -195,7 +195,8 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
     }
 }
 
-/// What the simulation hands back to the host: per-thread counts and the data check.
+/// What the simulation hands back to the host: per-thread counts, the per-window counts and the
+/// data check.
 type Outcome = (Vec<ThreadCounts>, Vec<[u32; 2]>, Result<(), String>);
 
 fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String> {

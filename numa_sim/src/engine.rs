@@ -88,7 +88,7 @@ pub struct Access {
     pub task: usize,
     /// The hardware thread it is pinned to.
     pub hw: usize,
-    /// Load, store or RMW.
+    /// Load, store or RMW; or, in a trace, a futex sleep or wake.
     pub kind: Kind,
     /// The address accessed (its line is `address >> 6`); the futex word for a sleep or wake.
     pub address: usize,
