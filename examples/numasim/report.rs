@@ -22,17 +22,12 @@ pub const COLUMNS: [&str; 10] = [
     "host_ms",
 ];
 
-/// The columns `--paths` adds, before `host_ms`: the crate locks' acquisition paths, then how
-/// often the holder changes (every lock).
-pub const PATH_COLUMNS: [&str; 7] = [
-    "fast_pct",
-    "steal_pct",
-    "queued_pct",
-    "parks_per_kacq",
-    "acq_per_handoff",
-    "alt_time_pct",
-    "alt_ops_per_sec",
-];
+/// The columns `--paths` adds, before `host_ms`: the crate locks' acquisition paths (empty for
+/// the models), then [`HOLDER_COLUMNS`].
+pub const PATH_COLUMNS: [&str; 4] = ["fast_pct", "steal_pct", "queued_pct", "parks_per_kacq"];
+
+/// The columns `--paths` adds after [`PATH_COLUMNS`]: how often the holder changes (every lock).
+pub const HOLDER_COLUMNS: [&str; 3] = ["acq_per_handoff", "alt_time_pct", "alt_ops_per_sec"];
 
 /// A window of the run in which the lock averaged fewer acquisitions per handoff than this
 /// counts as *alternating* (threads taking turns, one's critical section overlapping the
@@ -71,12 +66,14 @@ impl Alternation {
     }
 }
 
-/// The header: [`COLUMNS`], with [`PATH_COLUMNS`] before `host_ms` if `paths`.
+/// The header: [`COLUMNS`], with [`PATH_COLUMNS`] and [`HOLDER_COLUMNS`] before `host_ms` if
+/// `paths`.
 pub fn columns(paths: bool) -> Vec<&'static str> {
     let (host_ms, rest) = COLUMNS.split_last().expect("not empty");
     let mut columns = rest.to_vec();
     if paths {
         columns.extend(PATH_COLUMNS);
+        columns.extend(HOLDER_COLUMNS);
     }
     columns.push(host_ms);
     columns
@@ -231,7 +228,7 @@ fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
                 format!("{:.2}", p.queued_pct),
                 format!("{:.1}", p.parks_per_kacq),
             ]),
-            None => cells.extend([missing; 4].map(str::to_string)),
+            None => cells.extend(PATH_COLUMNS.map(|_| missing.to_string())),
         }
         let number = |value: Option<f64>, digits: usize| {
             value.map_or_else(|| missing.to_string(), |v| format!("{v:.digits$}"))
