@@ -63,6 +63,40 @@ macro_rules! atomic_int {
                 access(self.addr(), Kind::Rmw, || self.0.swap(v, order))
             }
 
+            /// A plain store to the bits of `mask` only (they become `v & mask`; the others
+            /// keep their value): what a narrower store to part of this word does, such as the
+            /// kernel qspinlock's byte store to its `locked` field. Costed as one store (a
+            /// simulated store), performed as one update of the word: inside a simulation one
+            /// thread runs at a time, so nothing can come between the read and the write.
+            /// Outside a simulation it is a `fetch_update`, atomic but a read-modify-write.
+            #[inline]
+            pub fn store_masked(&self, v: $t, mask: $t, order: Ordering) {
+                let update = |old: $t| (old & !mask) | (v & mask);
+                if crate::engine::context().is_some() {
+                    access(self.addr(), Kind::Store, || {
+                        self.0.store(update(self.0.load(Ordering::Relaxed)), order)
+                    })
+                } else {
+                    let _ = self
+                        .0
+                        .fetch_update(order, Ordering::Relaxed, |old| Some(update(old)));
+                }
+            }
+
+            /// Swaps `v & mask` into the bits of `mask` only, returning the previous value of the
+            /// whole word: what an exchange on part of this word does, such as the kernel
+            /// qspinlock's 16-bit `xchg` of its tail. A simulated read-modify-write.
+            #[inline]
+            pub fn swap_masked(&self, v: $t, mask: $t, order: Ordering) -> $t {
+                access(self.addr(), Kind::Rmw, || {
+                    match self.0.fetch_update(order, Ordering::Relaxed, |old| {
+                        Some((old & !mask) | (v & mask))
+                    }) {
+                        Ok(old) | Err(old) => old,
+                    }
+                })
+            }
+
             /// Compare-and-swap (a simulated read-modify-write, even when it fails).
             #[inline]
             pub fn compare_exchange(
@@ -396,6 +430,23 @@ impl<T> fmt::Debug for AtomicPtr<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.0, f)
     }
+}
+
+/// `std::sync::atomic::fence`, simulated: an `SeqCst` fence (x86 `mfence`) waits until the
+/// calling thread's buffered stores have committed; weaker fences compile to nothing on x86 and
+/// cost nothing. Then the `std` fence.
+///
+/// ```
+/// use std::sync::atomic::Ordering::SeqCst;
+/// numa_sim::atomic::fence(SeqCst); // outside a simulation: std's fence
+/// ```
+pub fn fence(order: Ordering) {
+    if order == Ordering::SeqCst
+        && let Some(cell) = crate::engine::active()
+    {
+        cell.borrow_mut().drain_store_buffer();
+    }
+    atomic::fence(order);
 }
 
 #[cfg(test)]

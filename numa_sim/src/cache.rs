@@ -135,6 +135,20 @@ pub(crate) struct Line {
     /// Spinners sleeping until this line is written: (task, sleep sequence number). Entries
     /// whose sequence number is no longer the task's current sleep are stale and skipped.
     pub(crate) sleepers: Vec<(u32, u32)>,
+    /// The latest buffered store to this line (see `Engine::reserve`), if any.
+    pub(crate) buffered: Option<BufferedStore>,
+}
+
+/// A plain store that went through its thread's store buffer: performed on the real memory when
+/// it was issued, visible in the model only from `commit` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BufferedStore {
+    /// The storing task.
+    pub(crate) task: usize,
+    /// Its reservation's sequence number.
+    pub(crate) seq: u64,
+    /// When it commits.
+    pub(crate) commit: Ps,
 }
 
 /// What a reservation cost and found.
@@ -155,6 +169,7 @@ impl Line {
             reads_until: 0,
             home: home as u16,
             sleepers: Vec::new(),
+            buffered: None,
         }
     }
 

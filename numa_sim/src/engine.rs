@@ -40,7 +40,7 @@ use std::rc::Rc;
 
 use shuttle_engine::runtime::thread::switch;
 
-use crate::cache::{Line, Topo};
+use crate::cache::{BufferedStore, Line, Topo};
 use crate::machine::{Machine, Ps};
 
 /// A clock that never comes: the wake time of a sleeper nobody has a deadline for.
@@ -143,6 +143,15 @@ pub(crate) struct Task {
     unchanged_iterations: u64,
     /// For unpark in randomized mode.
     thread: Option<shuttle::thread::Thread>,
+    /// The store buffer: the commit times of the plain stores this thread issued that have not
+    /// reached the memory system yet, oldest first (see [`Engine::reserve`]).
+    store_buffer: VecDeque<Ps>,
+    /// When the youngest of those commits (stores commit in program order): a drain waits
+    /// until then.
+    last_commit: Ps,
+    /// The engine's sequence number of this thread's latest reservation (see
+    /// [`Engine::stale_after_buffered_store`]).
+    last_seq: u64,
 }
 
 impl Task {
@@ -164,6 +173,9 @@ impl Task {
             ops: 0,
             unchanged_iterations: 0,
             thread: None,
+            store_buffer: VecDeque::new(),
+            last_commit: 0,
+            last_seq: 0,
         }
     }
 
@@ -171,6 +183,34 @@ impl Task {
     fn reset_iteration(&mut self) {
         self.iter_lines.clear();
         self.iter_pure = true;
+    }
+
+    /// Waits until every buffered store has committed.
+    #[inline]
+    fn drain_store_buffer(&mut self) {
+        if !self.store_buffer.is_empty() {
+            self.clock = self.clock.max(self.last_commit);
+            self.store_buffer.clear();
+            self.iter_pure = false;
+        }
+    }
+
+    /// Forgets the stores that have committed by now; if the buffer is still full (`entries`),
+    /// waits for its oldest store to commit.
+    #[inline]
+    fn make_room_in_store_buffer(&mut self, entries: usize) {
+        while self
+            .store_buffer
+            .front()
+            .is_some_and(|&commit| commit <= self.clock)
+        {
+            self.store_buffer.pop_front();
+        }
+        if self.store_buffer.len() >= entries.max(1)
+            && let Some(oldest) = self.store_buffer.pop_front()
+        {
+            self.clock = self.clock.max(oldest);
+        }
     }
 }
 
@@ -256,6 +296,10 @@ pub(crate) struct Engine {
     /// Accesses issued in this window of virtual time are recorded in `traced`.
     pub(crate) trace: Option<(Ps, Ps)>,
     pub(crate) traced: Vec<Access>,
+    /// Whether plain stores go through per-thread store buffers (see [`Engine::reserve`]).
+    pub(crate) store_buffers: bool,
+    /// Numbers the reservations, in the order they are made.
+    seq: u64,
 }
 
 /// splitmix64: the simulator's hash for seeds and jitter.
@@ -305,6 +349,8 @@ impl Engine {
             counters: Counters::default(),
             trace: None,
             traced: Vec::new(),
+            store_buffers: true,
+            seq: 0,
         };
         engine.reset();
         engine
@@ -370,6 +416,8 @@ impl Engine {
 
     /// The current task's user code has returned: its hardware thread is free again.
     pub(crate) fn finish_current(&mut self) {
+        // A thread's end is a system call: its stores commit first.
+        self.drain_store_buffer();
         let task = &mut self.tasks[self.current];
         task.finished = true;
         if let Some(hw) = task.hw
@@ -527,12 +575,25 @@ impl Engine {
             }
             return;
         };
+        self.seq += 1;
+        let seq = self.seq;
+        let buffered = kind == Kind::Store && self.store_buffers;
         let task = &mut self.tasks[me];
         task.ops += 1;
+        task.last_seq = seq;
+        if kind == Kind::Rmw {
+            // A locked instruction drains the store buffer first (x86: it cannot execute before
+            // every earlier store has committed).
+            task.drain_store_buffer();
+        } else if buffered {
+            task.make_room_in_store_buffer(self.topo.machine.store_buffer);
+        }
         let (now, ops) = (task.clock, task.ops);
+        let last_commit = task.last_commit;
         let (seed, amount) = (self.seed, self.jitter);
         let jitter = |cost| jittered(cost, amount, seed, me, ops);
         let home = self.topo.places[hw].node;
+        let l1_hit = self.topo.machine.costs.l1_hit;
         let line = self.lines.entry(line_id).or_insert_with(|| Line::new(home));
         let r = match kind {
             Kind::Load => line.load(&self.topo, hw, now, jitter),
@@ -540,9 +601,28 @@ impl Engine {
             Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
             Kind::Sleep | Kind::Wake => unreachable!("{kind:?} is not a memory access"),
         };
+        // When the access takes effect for every other thread, and when this thread goes on.
+        let (visible, resume) = if buffered {
+            // The store's line transfer starts now (the request for ownership goes out when
+            // the store enters the buffer), but stores commit in program order: the line is
+            // held, and the value hidden, until every earlier store has committed.
+            let commit = r.completion.max(last_commit);
+            line.busy_until = line.busy_until.max(commit);
+            line.buffered = Some(BufferedStore {
+                task: me,
+                seq,
+                commit,
+            });
+            let task = &mut self.tasks[me];
+            task.store_buffer.push_back(commit);
+            task.last_commit = commit;
+            (commit, now + l1_hit)
+        } else {
+            (r.completion, r.completion)
+        };
         self.record(Access {
             issued_ps: now,
-            completed_ps: r.completion,
+            completed_ps: visible,
             task: me,
             hw,
             kind,
@@ -550,7 +630,7 @@ impl Engine {
             hit: r.hit,
         });
         let task = &mut self.tasks[me];
-        task.clock = r.completion;
+        task.clock = resume;
         if kind == Kind::Load && r.hit {
             if !task.iter_lines.contains(&line_id) {
                 task.iter_lines.push(line_id);
@@ -562,7 +642,36 @@ impl Engine {
             task.deadline_current = false;
         }
         if kind != Kind::Load {
-            self.wake_spinners(line_id, r.completion);
+            self.wake_spinners(line_id, visible);
+        }
+    }
+
+    /// Whether the current thread's pending access to `addr` (reserved, not yet performed)
+    /// would see a value from its future: another thread's buffered store to the same line,
+    /// reserved after this access, was performed on the real memory when it entered the buffer
+    /// (simulated code runs on real atomics), while in the model it becomes visible only at its
+    /// commit, after this access completes. The caller then reserves the access again: it is
+    /// ordered after the store, and completes after the store's commit, as a spinning reader
+    /// that saw the old value and looked again would.
+    pub(crate) fn stale_after_buffered_store(&self, addr: usize) -> bool {
+        let me = self.current;
+        let task = &self.tasks[me];
+        if task.hw.is_none() {
+            // The harness's accesses take no time: nothing is in flight.
+            return false;
+        }
+        self.lines
+            .get(&((addr >> 6) as u64))
+            .and_then(|line| line.buffered)
+            .is_some_and(|b| b.task != me && b.seq > task.last_seq && b.commit > task.clock)
+    }
+
+    /// Drains the current thread's store buffer (an `SeqCst` fence, a system call, the
+    /// thread's end): it goes on once its last store has committed.
+    pub(crate) fn drain_store_buffer(&mut self) {
+        let me = self.current;
+        if self.tasks[me].hw.is_some() {
+            self.tasks[me].drain_store_buffer();
         }
     }
 
@@ -921,6 +1030,14 @@ pub(crate) fn simulated_access(cell: &RefCell<Engine>, addr: usize, kind: Kind) 
             sync(cell);
             cell.borrow_mut().reserve(addr, kind);
             sync(cell);
+            // See `Engine::stale_after_buffered_store`; each round reserves after the store
+            // that made the access stale, so this ends. Only an access that reads can see a
+            // value from its future: a plain store (itself buffered) is not checked, so two
+            // buffered stores to one line never take turns being stale.
+            while kind != Kind::Store && cell.borrow().stale_after_buffered_store(addr) {
+                cell.borrow_mut().reserve(addr, kind);
+                sync(cell);
+            }
         }
         Mode::Randomized => {
             cell.borrow_mut().reserve(addr, kind);

@@ -49,6 +49,7 @@ pub struct Simulation {
     seed: u64,
     jitter: f64,
     lookahead: bool,
+    store_buffers: bool,
     stack_size: usize,
 }
 
@@ -77,6 +78,7 @@ impl Simulation {
             seed: 0,
             jitter: 0.05,
             lookahead: true,
+            store_buffers: true,
             stack_size: STACK_SIZE,
         }
     }
@@ -108,6 +110,19 @@ impl Simulation {
     /// results are identical either way, only host time differs).
     pub fn lookahead(mut self, on: bool) -> Self {
         self.lookahead = on;
+        self
+    }
+
+    /// Whether plain stores go through per-thread store buffers (default on), with x86-TSO
+    /// timing: a store enters its thread's buffer and the thread goes on; the buffer commits in
+    /// order, each store once its line has been fetched (the fetches overlap); a locked
+    /// read-modify-write, an `SeqCst` [`fence`](crate::atomic::fence) and every system call
+    /// (yield, futex, thread exit) wait until the buffer has drained; a load of a line the
+    /// thread has a buffered store to hits (store forwarding), and loads of other lines do not
+    /// wait. Off, every store stalls its thread until its transfer completes, like an RMW.
+    /// Timing only: the memory model stays sequentially consistent.
+    pub fn store_buffers(mut self, on: bool) -> Self {
+        self.store_buffers = on;
         self
     }
 
@@ -159,6 +174,7 @@ impl Simulation {
             self.lookahead,
         );
         engine.trace = trace;
+        engine.store_buffers = self.store_buffers;
         let engine = Rc::new(RefCell::new(engine));
         let _context = ContextGuard::install(engine.clone());
         let (name, seed) = (self.machine.name, self.seed);

@@ -135,6 +135,8 @@ pub fn yield_now() {
     };
     let mode = {
         let mut e = cell.borrow_mut();
+        // A system call: the thread's buffered stores commit first.
+        e.drain_store_buffer();
         let cost = e.machine().costs.yield_;
         e.charge(cost);
         e.mode
@@ -228,6 +230,8 @@ pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u
     let addr = word as *const atomic::AtomicU32 as usize;
     let mode = {
         let mut e = cell.borrow_mut();
+        // A system call: the thread's buffered stores commit first.
+        e.drain_store_buffer();
         let cost = e.machine().costs.futex_wait;
         e.charge(cost);
         e.mode
@@ -273,6 +277,8 @@ pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
         host::futex_wake(word);
         return;
     };
+    // A system call: the waker's buffered stores commit first.
+    cell.borrow_mut().drain_store_buffer();
     let mode = cell.borrow().mode;
     if mode == Mode::VirtualTime {
         // The wake is an effect at the waker's time: be the earliest task first.

@@ -120,6 +120,9 @@ pub struct Machine {
     pub cores_per_l3: usize,
     /// Hardware threads per core (1 without SMT).
     pub threads_per_core: usize,
+    /// Entries of a hardware thread's store buffer: plain stores that may be in flight (issued,
+    /// not yet committed) at once; a store into a full buffer waits for the oldest to commit.
+    pub store_buffer: usize,
     /// The costs.
     pub costs: Costs,
 }
@@ -416,6 +419,28 @@ fn placed(
 pub mod presets {
     use super::{Costs, Machine, ns};
 
+    /// The costs of the Haswell presets (`x5-4`, `e5-2690v3-2s`): Haswell-EP / Broadwell-EP
+    /// measurements, sourced on [`X5_4`].
+    const HASWELL: Costs = Costs {
+        smt: ns(8.0),
+        same_l3: ns(45.0),
+        same_node: ns(45.0),
+        same_socket: ns(45.0),
+        other_socket: ns(120.0),
+        remote_home_same_socket: None,
+        l1_hit: ns(1.5),
+        rmw_hit: ns(7.7),
+        dram_local: ns(100.0),
+        dram_remote: ns(135.0),
+        dram_other_socket: ns(135.0),
+        pause: ns(3.8),
+        clock_read: ns(20.0),
+        yield_: ns(300.0),
+        futex_wait: ns(1500.0),
+        futex_wake: ns(1000.0),
+        wake_latency: ns(5000.0),
+    };
+
     /// Oracle X5-4: 4 × Intel Xeon E7-8895 v3 (Haswell-EX, 18 cores, 2 threads, 2.6 GHz), one
     /// NUMA node and one L3 per socket, QPI fully connected (Brickland 4S platform: 3 QPI links
     /// per socket; assumed 1 hop for every pair). The machine of the CNA series (Dice & Kogan,
@@ -433,7 +458,8 @@ pub mod presets {
     ///
     /// Core: L1 hit 4 cycles (7-cpu.com Haswell) = 1.5 ns; `pause` about 10 cycles before
     /// Skylake (Intel Optimization Reference Manual, "Pause Latency in Skylake") = 3.8 ns;
-    /// locked RMW on an owned line ~20 cycles = 7.7 ns (**UNVERIFIED**, Agner Fog).
+    /// locked RMW on an owned line ~20 cycles = 7.7 ns (**UNVERIFIED**, Agner Fog); store
+    /// buffer 42 entries (Intel Optimization Reference Manual, Haswell microarchitecture).
     /// OS: vDSO clock read 20 ns (**EST**, 12–23 ns measured on recent x86, perf-book #84);
     /// `sched_yield` 300 ns (**EST**, 0.1–0.5 µs); futex sleep 1.5 µs (**EST** from pinned
     /// context-switch costs of 1.2–1.5 µs, Bendersky 2018), waker's futex_wake 1 µs (**EST**,
@@ -447,25 +473,31 @@ pub mod presets {
         l3_per_node: 1,
         cores_per_l3: 18,
         threads_per_core: 2,
-        costs: Costs {
-            smt: ns(8.0),
-            same_l3: ns(45.0),
-            same_node: ns(45.0),
-            same_socket: ns(45.0),
-            other_socket: ns(120.0),
-            remote_home_same_socket: None,
-            l1_hit: ns(1.5),
-            rmw_hit: ns(7.7),
-            dram_local: ns(100.0),
-            dram_remote: ns(135.0),
-            dram_other_socket: ns(135.0),
-            pause: ns(3.8),
-            clock_read: ns(20.0),
-            yield_: ns(300.0),
-            futex_wait: ns(1500.0),
-            futex_wake: ns(1000.0),
-            wake_latency: ns(5000.0),
-        },
+        store_buffer: 42,
+        costs: HASWELL,
+    };
+
+    /// 2 × Intel Xeon E5-2690 v3 (Haswell-EP, 12 cores, 2 threads, 2.6 GHz), one NUMA node
+    /// and one L3 per socket: 48 hardware threads. The machine of parking_lot issue #201 (the
+    /// lock-bench figures: "2x Intel(R) Xeon(R) CPU E5-2690 v3 @ 2.60GHz ... 48 hyperthreads
+    /// across two NUMA nodes").
+    ///
+    /// The costs are [`X5_4`]'s, which are Haswell-EP and Broadwell-EP measurements in the first
+    /// place (2-socket parts of the same core and ring L3: the E5-2699 v3 and E5-2680 v3 MLC
+    /// figures, the E5-2695 v4 and E5-2680 v4 core-to-core medians): here they are measurements
+    /// of the same generation rather than **APPROX**. The E5-2690 v3 runs at 2.6 GHz like the
+    /// E7-8895 v3, so the cycle-based costs (L1 hit, `pause`, locked RMW) are the same too.
+    /// Store buffer 42 entries (Haswell).
+    pub static E5_2690V3_2S: Machine = Machine {
+        name: "e5-2690v3-2s",
+        cpu: "2x Xeon E5-2690 v3 (Haswell-EP, 12 cores)",
+        sockets: 2,
+        nodes_per_socket: 1,
+        l3_per_node: 1,
+        cores_per_l3: 12,
+        threads_per_core: 2,
+        store_buffer: 42,
+        costs: HASWELL,
     };
 
     /// Huawei Kunpeng 920 (TaiShan v110, 2.6 GHz), 2 sockets × 2 dies × 24 cores, no SMT: 96
@@ -485,7 +517,9 @@ pub mod presets {
     /// **EST**: Rust's `spin_loop()` emits `ISB SY` on aarch64 (rust-lang/rust #84725), 30–50
     /// cycles according to Arm and AWS engineers, not measured on TSV110 (the kernel's
     /// `cpu_relax()` is a `yield`, about 1 cycle). Locked RMW on an owned line 15 cycles =
-    /// 5.8 ns (**EST**, 10–20 cycles, a free parameter).
+    /// 5.8 ns (**EST**, 10–20 cycles, a free parameter). Store buffer 48 entries (**EST**: not
+    /// published for TSV110; Arm's Neoverse N1, of the same generation, has 48 store-queue
+    /// entries; the lock code keeps a handful of stores in flight, so only the order matters).
     /// OS: clock read 20 ns, `sched_yield` 300 ns, futex sleep 1.5 µs, futex_wake 1 µs (all
     /// **EST**, as for x5-4); wake-up latency 6 µs (**EST**: lat_pipe round trips of 10–18 µs
     /// for two wakes, pipe overhead included, wayca-scheduler `log.pipe-latency`).
@@ -497,6 +531,7 @@ pub mod presets {
         l3_per_node: 6,
         cores_per_l3: 4,
         threads_per_core: 1,
+        store_buffer: 48,
         costs: Costs {
             smt: ns(34.0), // no SMT: never used
             same_l3: ns(34.0),
@@ -529,7 +564,8 @@ pub mod presets {
     /// core-to-core-latency issue #97), other socket 197 ns.
     /// Core: L1 hit 4 cycles = 1.2 ns (7-cpu.com Zen 3); `pause` about 64 cycles = 20 ns
     /// (**UNVERIFIED** for Zen 3: 64 cycles documented for Zen 4, 40–65 seen); locked RMW on
-    /// an owned line ~8 cycles = 2.5 ns (**UNVERIFIED**, Agner Fog).
+    /// an owned line ~8 cycles = 2.5 ns (**UNVERIFIED**, Agner Fog); store queue 64 entries
+    /// (AMD's Software Optimization Guide for family 19h, Zen 3).
     /// Memory: local 115 ns, remote 195 ns (**EST**, no published idle latency found).
     /// OS: clock read 20 ns (EPYC 9274F, perf-book #84); `sched_yield` 300 ns, futex sleep
     /// 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
@@ -541,6 +577,7 @@ pub mod presets {
         l3_per_node: 6,
         cores_per_l3: 8,
         threads_per_core: 2,
+        store_buffer: 64,
         costs: Costs {
             smt: ns(9.8),
             same_l3: ns(23.0),
@@ -573,7 +610,8 @@ pub mod presets {
     /// Core: L1 hit 4–5 cycles = 1.6 ns (7-cpu.com Skylake-X); `pause` "as many as 140 cycles"
     /// since Skylake (Intel Optimization Reference Manual), 43 ns measured on Skylake-X
     /// (rocksdb #4086); locked RMW on an owned line ~20 cycles = 6 ns (**UNVERIFIED**; 5.8 ns
-    /// measured on Coffee Lake, portable-atomic #156).
+    /// measured on Coffee Lake, portable-atomic #156); store buffer 56 entries (Intel
+    /// Optimization Reference Manual, Skylake Server microarchitecture).
     /// OS: clock read 23 ns (Xeon Gold 5318Y, perf-book #84); `sched_yield` 300 ns, futex sleep
     /// 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
     pub static GENERIC_2S: Machine = Machine {
@@ -584,6 +622,7 @@ pub mod presets {
         l3_per_node: 1,
         cores_per_l3: 16,
         threads_per_core: 2,
+        store_buffer: 56,
         costs: Costs {
             smt: ns(7.4),
             same_l3: ns(48.0),
@@ -606,8 +645,9 @@ pub mod presets {
     };
 }
 
-static PRESETS: [&Machine; 4] = [
+static PRESETS: [&Machine; 5] = [
     &presets::X5_4,
+    &presets::E5_2690V3_2S,
     &presets::KUNPENG920,
     &presets::EPYC_2S,
     &presets::GENERIC_2S,

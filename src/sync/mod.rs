@@ -27,8 +27,11 @@ pub(crate) use std::sync::atomic::Ordering;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::fence;
-// The simulator runs one thread at a time, sequentially consistent: std's fence is exact there.
-#[cfg(not(loom))]
+// The simulator runs one thread at a time, sequentially consistent; its fence costs what an
+// `SeqCst` fence costs (it drains the thread's simulated store buffer).
+#[cfg(numa_sim)]
+pub(crate) use numa_sim::atomic::fence;
+#[cfg(not(any(loom, numa_sim)))]
 pub(crate) use std::sync::atomic::fence;
 
 #[cfg(loom)]
