@@ -1,9 +1,10 @@
 //! `numasim`: the locktorture table on a simulated multi-socket machine, deterministic.
 //!
 //! McsMutex, CnaMutex and HqMutex run unchanged on a `numa_sim` machine (a preset such as the
-//! 4-socket X5-4 of the CNA series), beside two baseline **models** written for the simulator: a
-//! test-and-test-and-set lock shaped like parking_lot's `RawMutex` (`ttas`) and a plain spinning
-//! MCS queue lock standing in for the kernel's qspinlock queue (`spin-mcs`). Every simulated
+//! 4-socket X5-4 of the CNA series), beside baseline **models** written for the simulator: the
+//! kernel's stock qspinlock (`qspinlock`) and its CNA slow path (`cna-kernel`), Rust std's futex
+//! mutex (`std`), parking_lot's `RawMutex` (`ttas`) and a plain spinning MCS queue lock
+//! (`spin-mcs`). Every simulated
 //! thread is pinned to its own hardware thread (numa_sim's "spread" placement, or with
 //! `--placement packed` on as few NUMA nodes as possible) and loops "one critical section, then
 //! the workload's local work" for `--duration-us` of virtual time. The harness counts, inside
@@ -34,6 +35,9 @@ mod cli;
 #[cfg(numa_sim)]
 #[path = "numasim/harness.rs"]
 mod harness;
+#[cfg(numa_sim)]
+#[path = "numasim/kernel.rs"]
+mod kernel;
 #[cfg(numa_sim)]
 #[path = "common/plot.rs"]
 mod plot;
@@ -102,7 +106,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}, placement {}",
+         stealing {}, placement {}, store buffers {}",
         options.duration_us,
         machine.name,
         machine.hw_threads(),
@@ -110,6 +114,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
         options.seed,
         if options.stealing { "on" } else { "off" },
         options.placement.name(),
+        if options.store_buffers { "on" } else { "off" },
     );
     let began = Instant::now();
     let mut rows = Vec::new();
@@ -131,6 +136,9 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     duration_ns: options.duration_us * 1000,
                     seed: options.seed,
                     ttas_fairness: options.ttas_fairness,
+                    lockbench_locks: options.lockbench_locks,
+                    lockbench_ops: options.lockbench_ops,
+                    store_buffers: options.store_buffers,
                     trace: options.trace,
                 };
                 let result = match harness::run_once(lock, workload, &config) {
@@ -154,7 +162,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     workload: workload.name(),
                     threads,
                 };
-                rows.push(report::summarize(key, options.duration_us, &result));
+                rows.push(report::summarize(key, &result));
             }
         }
     }

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 const CSV_HEADER: &str = "machine,lock,workload,threads,sim_ops_per_sec,speedup_vs_mcs,\
-                          fairness_factor,max_min,remote_handoff_pct,host_ms";
+                          fairness_factor,max_min,remote_handoff_pct,wait_p99_us,host_ms";
 
 /// The example binary, built once per test process into the target directory this test binary
 /// came from (target/<dir>/<profile>/deps/numasim_cli-<hash>), with the same profile and
@@ -131,11 +131,19 @@ fn bad_thread_lists_are_rejected() {
 fn unknown_lock_and_workload_are_rejected() {
     assert_rejected(
         &["--locks", "mcs,foo"],
-        &["'foo'", "--locks", "mcs, cna, hq, ttas, spin-mcs"],
+        &[
+            "'foo'",
+            "--locks",
+            "mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas, spin-mcs",
+        ],
     );
     assert_rejected(
         &["--workload", "counter,bar"],
-        &["'bar'", "--workload", "counter, kv, freelist, locktorture"],
+        &[
+            "'bar'",
+            "--workload",
+            "counter, kv, freelist, locktorture, lockbench",
+        ],
     );
 }
 
@@ -165,6 +173,22 @@ fn other_bad_values_are_rejected() {
         &["'193'", "192"],
     );
     assert_rejected(&["--duration-us", "0"], &["'0'", "--duration-us"]);
+    assert_rejected(
+        &["--lockbench-locks", "0"],
+        &["'0'", "--lockbench-locks", "1..=4096"],
+    );
+    assert_rejected(
+        &["--lockbench-locks", "4097"],
+        &["'4097'", "--lockbench-locks", "1..=4096"],
+    );
+    assert_rejected(
+        &["--lockbench-ops", "1000001"],
+        &["'1000001'", "--lockbench-ops", "0..=1000000"],
+    );
+    assert_rejected(
+        &["--store-buffers", "maybe"],
+        &["'maybe'", "--store-buffers", "on", "off"],
+    );
     assert_rejected(&["--seed", "x"], &["'x'", "--seed"]);
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
     for window in ["5-3", "5", "a-b", "-1-2", "4-4"] {
@@ -275,9 +299,19 @@ fn help_explains_locks_workloads_and_columns() {
         "--steal-bound-us",
         "--cna-flush-us",
         "--hq-local-handoffs",
+        "--lockbench-locks",
+        "--lockbench-ops",
+        "--store-buffers",
         "MODEL",
+        "qspinlock",
+        "cna-kernel",
+        "std",
+        "pthread",
+        "e5-2690v3-2s",
         "locktorture",
+        "lockbench",
         "remote_handoff_pct",
+        "wait_p99_us",
         "host_ms",
     ] {
         assert!(help.contains(needle), "--help does not mention {needle}");
@@ -348,7 +382,7 @@ fn csv_has_the_exact_header_and_one_row_per_run() {
             .unwrap_or_else(|_| panic!("column {column} of {row:?} is not a number"))
     };
     for row in &rows {
-        assert_eq!(row.len(), 10, "{row:?}");
+        assert_eq!(row.len(), 11, "{row:?}");
         assert_eq!(row[0], "kunpeng920");
         assert_eq!(row[2], "counter");
         assert!(number(row, 4) > 0.0, "sim_ops_per_sec: {row:?}");
@@ -361,7 +395,8 @@ fn csv_has_the_exact_header_and_one_row_per_run() {
             (0.0..=100.0).contains(&remote),
             "remote_handoff_pct: {row:?}"
         );
-        assert!(number(row, 9) >= 0.0, "host_ms: {row:?}");
+        assert!(number(row, 9) >= 0.0, "wait_p99_us: {row:?}");
+        assert!(number(row, 10) >= 0.0, "host_ms: {row:?}");
         if row[3] == "1" {
             // One thread: no handoffs, perfectly "fair".
             assert_eq!((row[6], row[7], row[8]), ("1.0000", "1.000", "0.00"));
@@ -442,10 +477,10 @@ fn paths_adds_seven_columns_and_changes_nothing_else() {
     for (row, plain_row) in rows.iter().zip(plain.lines().skip(1)) {
         // The counting is free: every other column but host_ms is as without --paths.
         let plain_row: Vec<&str> = plain_row.split(',').collect();
-        assert_eq!(row[..9], plain_row[..9], "{row:?} vs {plain_row:?}");
-        let paths: Vec<&str> = row[9..13].to_vec();
+        assert_eq!(row[..10], plain_row[..10], "{row:?} vs {plain_row:?}");
+        let paths: Vec<&str> = row[10..14].to_vec();
         // Every lock, models included: no handoff alone, else at least one acquisition each.
-        let (per_handoff, alt_time, alt_rate) = (row[13], row[14], row[15]);
+        let (per_handoff, alt_time, alt_rate) = (row[14], row[15], row[16]);
         if row[3] == "1" {
             assert_eq!(per_handoff, "", "no handoffs alone: {row:?}");
             assert_eq!(
@@ -510,9 +545,9 @@ fn same_arguments_same_output_except_host_ms() {
         "--threads",
         "4,16",
         "--locks",
-        "mcs,cna,hq,ttas,spin-mcs",
+        "mcs,cna,hq,qspinlock,cna-kernel,std,pthread,ttas,spin-mcs",
         "--workload",
-        "counter,kv,freelist,locktorture",
+        "counter,kv,freelist,locktorture,lockbench",
         "--seed",
         "7",
         "--duration-us",
@@ -520,7 +555,7 @@ fn same_arguments_same_output_except_host_ms() {
     ];
     let csv: Vec<&str> = args.iter().copied().chain(["--format", "csv"]).collect();
     let (first, second) = (run_ok(&csv), run_ok(&csv));
-    assert_eq!(first.lines().count(), 1 + 5 * 2 * 4, "{first}");
+    assert_eq!(first.lines().count(), 1 + 9 * 2 * 5, "{first}");
     assert_eq!(without_host_ms(&first, ','), without_host_ms(&second, ','));
     let (first, second) = (run_ok(&args), run_ok(&args));
     assert_eq!(without_host_ms(&first, ' '), without_host_ms(&second, ' '));
@@ -542,13 +577,34 @@ fn every_lock_runs_every_workload_and_144_threads() {
         "--threads",
         "3,144",
         "--locks",
-        "mcs,cna,hq,ttas,spin-mcs",
+        "mcs,cna,hq,qspinlock,cna-kernel,std,pthread,ttas,spin-mcs",
         "--workload",
-        "counter,kv,freelist,locktorture",
+        "counter,kv,freelist,locktorture,lockbench",
         "--duration-us",
         "100",
     ]);
-    assert_eq!(stdout.lines().count(), 1 + 5 * 2 * 4, "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 9 * 2 * 5, "{stdout}");
+    // lockbench with several locks, and timed as lock-bench times it (a fixed number of
+    // operations per thread): every operation counted, the same number on every thread.
+    let stdout = tiny(&[
+        "--threads",
+        "8",
+        "--locks",
+        "mcs,std,ttas",
+        "--workload",
+        "lockbench",
+        "--lockbench-locks",
+        "3",
+        "--lockbench-ops",
+        "50",
+        "--store-buffers",
+        "off",
+    ]);
+    for row in stdout.lines().skip(1) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[6], "0.5000", "equal work, fairness 0.5: {row}");
+        assert_eq!(cells[7], "1.000", "equal work, max/min 1: {row}");
+    }
     // Stealing off and the pass-through tunables are accepted and run.
     let stdout = tiny(&[
         "--threads",

@@ -26,6 +26,9 @@ mod cli;
 #[path = "../examples/numasim/harness.rs"]
 mod harness;
 #[allow(dead_code)]
+#[path = "../examples/numasim/kernel.rs"]
+mod kernel;
+#[allow(dead_code)]
 #[path = "../examples/common/plot.rs"]
 mod plot;
 #[allow(dead_code)]
@@ -745,6 +748,9 @@ fn reference_placed(
         duration_ns: 10_000_000,
         seed: 1,
         ttas_fairness: true,
+        lockbench_locks: 2,
+        lockbench_ops: None,
+        store_buffers: true,
         trace: None,
     };
     let run = harness::run_once(lock, cli::WorkloadKind::Counter, &config).unwrap();
@@ -754,7 +760,7 @@ fn reference_placed(
         workload: "counter",
         threads,
     };
-    report::summarize(key, 10_000, &run)
+    report::summarize(key, &run)
 }
 
 /// The headline figures of issue 11, pinned: the reference `counter` workload as `numasim`
@@ -1420,4 +1426,191 @@ fn hold_percentiles_of_injected_work() {
     assert!(ns(s.hold.min()) >= 1_000 && ns(s.hold.max()) >= 10_000);
     // Four threads holding 5.5 µs on average: somebody waited a whole hold or more.
     assert!(ns(s.wait.max()) >= 10_000);
+}
+
+/// A model of numasim (baselines.rs, kernel.rs) with two locks, each beside its data, for the
+/// models' own tests.
+struct ModelLocks<L: harness::SimLock> {
+    locks: Vec<(CachePadded<L>, CachePadded<UnsafeCell<Protected>>)>,
+}
+
+// SAFETY: each lock's data is only accessed by a thread holding that lock, which is what the
+// tests check (with the non-atomic `inside` flag).
+unsafe impl<L: harness::SimLock> Sync for ModelLocks<L> {}
+
+impl<L: harness::SimLock> ModelLocks<L> {
+    fn new(config: &harness::RunConfig) -> Self {
+        let shared = Arc::new(L::shared(config.threads, config));
+        ModelLocks {
+            locks: (0..config.lockbench_locks)
+                .map(|index| {
+                    (
+                        CachePadded::new(L::new(&shared, index, config)),
+                        CachePadded::new(UnsafeCell::new(Protected {
+                            lines: [[0; 64]; 2],
+                            inside: false,
+                            count: 0,
+                        })),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Thread `me` takes lock `index` and runs the counter critical section with `yields`
+    /// scheduling points inside.
+    fn critical_section(&self, me: usize, index: usize, yields: u32) {
+        let (lock, data) = &self.locks[index];
+        lock.with_lock(me, || {
+            let data = data.get();
+            // SAFETY: we hold the lock; `inside` catches anyone else who thinks so too.
+            unsafe {
+                assert!(!(*data).inside, "two threads inside the critical section");
+                (*data).inside = true;
+                numa_sim::touch(&[(*data).lines[0].as_ptr(), (*data).lines[1].as_ptr()]);
+                for _ in 0..yields {
+                    numa_sim::yield_now();
+                }
+                (*data).count += 1;
+                (*data).inside = false;
+            }
+        });
+    }
+
+    fn count(&self) -> u64 {
+        // SAFETY: called after every thread was joined.
+        self.locks
+            .iter()
+            .map(|(_, data)| unsafe { (*data.get()).count })
+            .sum()
+    }
+}
+
+/// The run configuration the models' tests build them with: `threads` threads, 2 locks.
+fn model_config(
+    machine: &'static Machine,
+    threads: usize,
+    ttas_fairness: bool,
+) -> harness::RunConfig {
+    harness::RunConfig {
+        machine,
+        threads,
+        placement: cli::Placement::Spread,
+        duration_ns: 0,
+        seed: 1,
+        ttas_fairness,
+        lockbench_locks: 2,
+        lockbench_ops: None,
+        store_buffers: true,
+        trace: None,
+    }
+}
+
+/// A model keeps mutual exclusion under random and PCT schedules: 8 threads over the four
+/// sockets of the X5-4 take two locks in turn, 3 times each, with scheduling points inside the
+/// critical section so that the spinning, queueing and (for the parking models) sleeping paths
+/// all run.
+fn model_randomized<L: harness::SimLock>(seed: u64, schedules: usize, ttas_fairness: bool) {
+    let machine = Machine::by_name("x5-4").unwrap();
+    let body = move || {
+        let config = model_config(machine, 8, ttas_fairness);
+        let shared = Arc::new(ModelLocks::<L>::new(&config));
+        let workers: Vec<_> = numa_sim::placement(machine, 8)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(me, hw)| {
+                let shared = shared.clone();
+                thread::spawn_on(hw, move || {
+                    for round in 0..3 {
+                        shared.critical_section(me, (me + round) % 2, 4);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+        assert_eq!(shared.count(), 24);
+    };
+    let random = numa_sim::check_random(machine, seed, schedules, body);
+    let pct = numa_sim::check_pct(machine, seed, schedules / 3, 3, body);
+    assert_eq!(random.executions, schedules);
+    assert_eq!(pct.executions, schedules / 3);
+}
+
+#[test]
+fn models_keep_mutual_exclusion_under_random_schedules() {
+    model_randomized::<kernel::QSpinLock>(21, 150, true);
+    model_randomized::<kernel::CnaKernel>(22, 150, true);
+    model_randomized::<baselines::StdMutex>(23, 150, true);
+    model_randomized::<baselines::Pthread>(24, 150, true);
+    model_randomized::<baselines::Ttas>(25, 150, true);
+    model_randomized::<baselines::Ttas>(26, 150, false);
+    model_randomized::<baselines::SpinMcs>(27, 150, true);
+}
+
+/// How long a handoff takes, ns: thread A (socket 0) holds lock 0 for 3 µs while B and C (sockets
+/// 1 and 2) arrive and wait; from A's release to the start of the next critical section.
+fn handoff_ns<L: harness::SimLock>() -> u64 {
+    let machine = Machine::by_name("x5-4").unwrap();
+    let hw: Vec<usize> = numa_sim::placement(machine, 3).unwrap();
+    let times = Arc::new(std::sync::Mutex::new((0u64, u64::MAX)));
+    let t = times.clone();
+    Simulation::new(machine).jitter(0.0).run(move || {
+        let config = model_config(machine, 3, true);
+        let shared = Arc::new(ModelLocks::<L>::new(&config));
+        let workers: Vec<_> = hw
+            .iter()
+            .enumerate()
+            .map(|(me, &hw)| {
+                let (shared, t) = (shared.clone(), t.clone());
+                thread::spawn_on(hw, move || {
+                    // B and C arrive while A holds the lock.
+                    numa_sim::work(if me == 0 { 0 } else { 500 });
+                    shared.locks[0].0.with_lock(me, || {
+                        let now = numa_sim::clock_ns();
+                        let mut times = t.lock().unwrap();
+                        if me == 0 {
+                            drop(times);
+                            numa_sim::work(3_000);
+                            t.lock().unwrap().0 = numa_sim::clock_ns();
+                        } else {
+                            times.1 = times.1.min(now);
+                        }
+                    });
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+    });
+    let (released, next) = *times.lock().unwrap();
+    next - released
+}
+
+/// The kernel's handoff, with store buffers: the holder's release is a plain store (the
+/// holder goes on at once; it commits once it has invalidated the waiter's copy, one transfer
+/// across sockets) and the waiter's next look misses (a second transfer); the waiter then
+/// takes the lock with another plain store and is in its critical section. Two serial remote
+/// transfers for the stock qspinlock, whose pending waiter spins on the lock word. The
+/// idealised spinning MCS lock takes three: its holder reads its own node's `next` when it
+/// releases, a line its successor wrote when it linked itself (qspinlock's MCS head reads it
+/// while it waits, off the critical path).
+#[test]
+fn kernel_handoffs_take_two_serial_transfers() {
+    let c = Machine::by_name("x5-4").unwrap().costs;
+    let transfer = c.other_socket / 1000;
+    let qspinlock = handoff_ns::<kernel::QSpinLock>();
+    let spin_mcs = handoff_ns::<baselines::SpinMcs>();
+    let mcs = handoff_ns::<harness::CrateLock<RawMcs>>();
+    println!(
+        "handoff across sockets, x5-4: qspinlock {qspinlock} ns, spin-mcs {spin_mcs} ns, \
+         McsMutex {mcs} ns (a transfer: {transfer} ns)"
+    );
+    for (lock, ns, transfers) in [("qspinlock", qspinlock, 2), ("spin-mcs", spin_mcs, 3)] {
+        let expected = transfers * transfer;
+        assert!(
+            (expected..expected + 10).contains(&ns),
+            "{lock}: {ns} ns from release to the next critical section, expected {transfers} \
+             transfers ({expected} ns) and a few hits"
+        );
+    }
 }

@@ -21,6 +21,14 @@ pub enum LockKind {
     Cna,
     /// `numa_locks::HqMutex`.
     Hq,
+    /// The model of the kernel's stock qspinlock (kernel.rs).
+    QSpinLock,
+    /// The model of the kernel's qspinlock with the CNA series' slow path (kernel.rs).
+    CnaKernel,
+    /// The model of Rust std's futex mutex (baselines.rs).
+    Std,
+    /// The model of Rust std's mutex before 1.62: a boxed glibc pthread mutex (baselines.rs).
+    Pthread,
     /// The model of parking_lot's `RawMutex` (baselines.rs).
     Ttas,
     /// The model of a plain spinning MCS lock, the kernel qspinlock's queue (baselines.rs).
@@ -29,7 +37,17 @@ pub enum LockKind {
 
 impl LockKind {
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 5] = [Self::Mcs, Self::Cna, Self::Hq, Self::Ttas, Self::SpinMcs];
+    pub const ALL: [LockKind; 9] = [
+        Self::Mcs,
+        Self::Cna,
+        Self::Hq,
+        Self::QSpinLock,
+        Self::CnaKernel,
+        Self::Std,
+        Self::Pthread,
+        Self::Ttas,
+        Self::SpinMcs,
+    ];
 
     /// The name used on the command line and in the output.
     pub fn name(self) -> &'static str {
@@ -37,6 +55,10 @@ impl LockKind {
             Self::Mcs => "mcs",
             Self::Cna => "cna",
             Self::Hq => "hq",
+            Self::QSpinLock => "qspinlock",
+            Self::CnaKernel => "cna-kernel",
+            Self::Std => "std",
+            Self::Pthread => "pthread",
             Self::Ttas => "ttas",
             Self::SpinMcs => "spin-mcs",
         }
@@ -54,11 +76,19 @@ pub enum WorkloadKind {
     FreeList,
     /// The kernel's locktorture spin_lock writer.
     LockTorture,
+    /// matklad/lock-bench: N locks, each beside its counter, taken at random back to back.
+    LockBench,
 }
 
 impl WorkloadKind {
     /// Every workload, in the order the help lists them.
-    pub const ALL: [WorkloadKind; 4] = [Self::Counter, Self::Kv, Self::FreeList, Self::LockTorture];
+    pub const ALL: [WorkloadKind; 5] = [
+        Self::Counter,
+        Self::Kv,
+        Self::FreeList,
+        Self::LockTorture,
+        Self::LockBench,
+    ];
 
     /// The name used on the command line and in the output.
     pub fn name(self) -> &'static str {
@@ -67,6 +97,7 @@ impl WorkloadKind {
             Self::Kv => "kv",
             Self::FreeList => "freelist",
             Self::LockTorture => "locktorture",
+            Self::LockBench => "lockbench",
         }
     }
 }
@@ -126,15 +157,20 @@ pub struct List<T>(pub Vec<T>);
 
 /// The thread counts of the default sweep (those above the machine's hardware threads dropped).
 const DEFAULT_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 72];
+/// The most locks `lockbench` may have.
+const MAX_LOCKBENCH_LOCKS: u64 = 4096;
+/// The most operations per thread `lockbench` may run (shuttle keeps ~16 bytes per scheduling
+/// decision: 256 threads x 10^6 operations stays within a few GB).
+const MAX_LOCKBENCH_OPS: u64 = 1_000_000;
 /// The longest simulated run: 1 s. Shuttle keeps about 16 bytes per scheduling decision, and a
 /// simulated second of a hot lock is some 10^7 to 10^8 decisions.
 const MAX_DURATION_US: u64 = 1_000_000;
 
 const ABOUT: &str = "\
 numasim: McsMutex, CnaMutex and HqMutex on a simulated multi-socket machine (numa_sim), beside
-models of parking_lot's mutex and of a spinning MCS lock; throughput, fairness and cross-node
-handoffs per lock, workload and thread count. Deterministic: the same arguments give the same
-output (except host_ms).";
+models of the kernel's qspinlock and CNA, Rust std's mutex, parking_lot's mutex and a spinning MCS
+lock; throughput, fairness, cross-node handoffs and wait times per lock, workload and thread
+count. Deterministic: the same arguments give the same output (except host_ms).";
 
 const AFTER_HELP: &str = "\
 LOCKS:
@@ -142,14 +178,29 @@ LOCKS:
     ttas          MODEL of parking_lot 0.12/0.13's RawMutex: a test-and-test-and-set word with
                   LOCKED/PARKED bits, one-CAS fast path; the slow path spins with SpinWait's
                   schedule (1, 2, 4 pauses, then yields; 10 tries) while nobody is parked, then
-                  parks in the lock's FIFO of parked threads (a queue under a small word lock,
-                  standing in for parking_lot's bucket); unlock wakes one parked thread and, with
+                  parks in parking_lot_core's hash table (the lock's bucket: a FIFO of parked
+                  threads under the bucket's WordLock, which spins and parks too); unlock wakes
+                  one parked thread and, with
                   --ttas-fairness on, about every 0.5 ms hands it the lock directly (parking_lot
                   0.12's eventual fairness; 0.13 dropped it: --ttas-fairness off)
+    qspinlock     MODEL of the kernel's stock queued spinlock (x86-64, NR_CPUS < 16K): one
+                  32-bit word (locked byte, pending bit, 16-bit tail), the pending waiter, an MCS
+                  queue whose head spins on the word; byte and halfword plain stores; never parks
+    cna-kernel    MODEL of the kernel's qspinlock with the CNA series' slow path (v15): the MCS
+                  head moves waiters of other nodes to a secondary queue while it waits, passes
+                  the lock within its node, flushes the secondary queue after 1 ms; shuffle
+                  reduction; never parks
+    std           MODEL of Rust std's futex mutex (Rust 1.62+): states 0/1/2, up to 100 loads
+                  while locked, then swap in 2 and futex_wait; unlock swaps in 0 and wakes one
+                  sleeper if the word was 2
+    pthread       MODEL of Rust std's mutex before Rust 1.62 (parking_lot #201's std): a boxed
+                  glibc pthread mutex (PTHREAD_MUTEX_NORMAL: CAS 0->1, else swap in 2 and
+                  futex_wait, no spinning), on a heap line shared with the neighbouring locks'
     spin-mcs      MODEL of a plain spinning MCS queue lock without parking (the kernel
-                  qspinlock's queue), one padded queue node per simulated thread
+                  qspinlock's queue without its lock word), one padded queue node per simulated
+                  thread
     The models are written for the simulator on numa_sim's atomics (examples/numasim/
-    baselines.rs); they are not the real parking_lot or kernel code.
+    kernel.rs, baselines.rs); they are not the real kernel, std or parking_lot code.
 
 WORKLOADS (what one critical section does; every thread is pinned, see --placement):
     counter      the reference: write 2 protected 64-byte lines, 50 ns of work inside;
@@ -164,6 +215,9 @@ WORKLOADS (what one critical section does; every thread is pinned, see --placeme
     locktorture  the kernel's locktorture spin_lock writer (v5.10, as in the CNA series): an
                  empty critical section (one shared line written) that with probability
                  1/(4*threads) holds the lock 2 us; nothing between acquisitions
+    lockbench    matklad/lock-bench (parking_lot issues #201, #418): --lockbench-locks locks,
+                 each on a padded line with its counter beside it; every operation takes a
+                 random lock and increments its counter; nothing between acquisitions
 
 COLUMNS:
     sim_ops_per_sec     critical sections entered per simulated second, all threads
@@ -176,6 +230,8 @@ COLUMNS:
                         previous holder was on another NUMA node, in percent; measured inside the
                         critical section from data stored with the protected lines, identically
                         for every lock
+    wait_p99_us         99th percentile of the counted acquisitions' waits, in microseconds of
+                        virtual time from the call to lock() to the start of the critical section
     host_ms             host wall time of the run (the only column that differs between runs)
   with --paths, before host_ms (this crate's locks; '-' in the table, empty in CSV, for models):
     fast_pct            acquisitions by the one-CAS fast path (an uncontended lock, or a free
@@ -206,8 +262,8 @@ Build: RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --targ
     max_term_width = 100
 )]
 struct Args {
-    /// The simulated machine: a numa_sim preset (x5-4, kunpeng920, epyc-2s, 2s-generic), or
-    /// `list` to print every preset with its description and exit
+    /// The simulated machine: a numa_sim preset (x5-4, e5-2690v3-2s, kunpeng920, epyc-2s,
+    /// 2s-generic), or `list` to print every preset with its description and exit
     #[arg(long, value_name = "NAME", default_value = "x5-4")]
     machine: String,
 
@@ -216,14 +272,26 @@ struct Args {
     #[arg(long, value_name = "LIST", value_parser = parse_threads, allow_hyphen_values = true)]
     threads: Option<List<usize>>,
 
-    /// Comma list of locks; allowed: mcs, cna, hq, ttas, spin-mcs (ttas and spin-mcs are models,
-    /// see LOCKS)
+    /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas,
+    /// spin-mcs (all but mcs, cna and hq are models, see LOCKS)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
     locks: List<LockKind>,
 
-    /// Comma list of workloads; allowed: counter, kv, freelist, locktorture
+    /// Comma list of workloads; allowed: counter, kv, freelist, locktorture, lockbench
     #[arg(long, value_name = "LIST", value_parser = parse_workloads, default_value = "counter")]
     workload: List<WorkloadKind>,
+
+    /// The number of locks of the lockbench workload, 1 to 4096
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_LOCKBENCH_LOCKS))]
+    lockbench_locks: u64,
+
+    /// lockbench as lock-bench times it: every thread runs N operations and the run lasts
+    /// until the last thread is done (its published runs: 10000); 0 runs for --duration-us
+    /// like every workload
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_LOCKBENCH_OPS))]
+    lockbench_ops: u64,
 
     /// Seed of the simulation (transfer-cost jitter, the locks' and workloads' random choices)
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -249,6 +317,11 @@ struct Args {
     /// (parking_lot 0.12's eventual fairness; 0.13 has none)
     #[arg(long, value_name = "on|off", default_value = "on")]
     ttas_fairness: Switch,
+
+    /// Whether the simulated threads have store buffers (x86-TSO timing: a plain store does not
+    /// stall its thread; see numa_sim's README); off, every store waits for its transfer
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    store_buffers: Switch,
 
     /// Output format: an aligned table, or CSV with a fixed header
     #[arg(long, value_name = "FORMAT", default_value = "table")]
@@ -317,6 +390,12 @@ pub struct Options {
     pub stealing: bool,
     /// Whether the ttas model has parking_lot 0.12's eventual fairness.
     pub ttas_fairness: bool,
+    /// The lockbench workload's lock count.
+    pub lockbench_locks: usize,
+    /// lockbench's operations per thread (`None`: run for the duration).
+    pub lockbench_ops: Option<u64>,
+    /// Whether the simulated threads have store buffers.
+    pub store_buffers: bool,
     /// Output format.
     pub format: Format,
     /// Whether to add the acquisition-path columns.
@@ -388,6 +467,9 @@ fn validate(args: Args) -> Result<Command, String> {
         placement: args.placement,
         stealing: args.stealing == Switch::On,
         ttas_fairness: args.ttas_fairness == Switch::On,
+        lockbench_locks: args.lockbench_locks as usize,
+        lockbench_ops: (args.lockbench_ops > 0).then_some(args.lockbench_ops),
+        store_buffers: args.store_buffers == Switch::On,
         format: args.format,
         paths: args.paths,
         trace: args.trace,

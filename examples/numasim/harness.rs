@@ -16,9 +16,10 @@ use crossbeam_utils::CachePadded;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_sim::{Access, Machine, Simulation, thread};
 
-use crate::baselines::{SpinMcs, Ttas};
+use crate::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
 use crate::cli::{LockKind, WorkloadKind};
-use crate::workload::{Counter, FreeList, Kv, LockTorture, Workload, XorShift};
+use crate::kernel::{CnaKernel, QSpinLock};
+use crate::workload::{Counter, FreeList, Kv, LockBench, LockTorture, Workload, XorShift};
 
 /// `Head::last_thread` before the first acquisition.
 const NO_THREAD: usize = usize::MAX;
@@ -29,8 +30,16 @@ pub const WINDOW_NS: u64 = 20_000;
 
 /// A lock the harness can drive: this crate's mutexes and the baseline models.
 pub trait SimLock: Send + Sync + 'static {
-    /// A new unlocked lock for `threads` simulated threads, built with the run's options.
-    fn new(threads: usize, config: &RunConfig) -> Self;
+    /// What all the locks of one run share: per-thread state that the real lock keeps per
+    /// thread or per CPU, not per lock (the kernel's queue nodes, parking_lot's thread data and
+    /// hash table of buckets). `()` for none.
+    type Shared: Send + Sync + 'static;
+
+    /// The shared state for a run with `threads` simulated threads.
+    fn shared(threads: usize, config: &RunConfig) -> Self::Shared;
+
+    /// Lock number `index` of the run (0 unless the workload has several), unlocked.
+    fn new(shared: &Arc<Self::Shared>, index: usize, config: &RunConfig) -> Self;
 
     /// Runs `critical_section` with the lock held by simulated thread `me` (0..threads).
     fn with_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R;
@@ -43,7 +52,11 @@ impl<R> SimLock for CrateLock<R>
 where
     R: lock_api::RawMutex + Send + Sync + 'static,
 {
-    fn new(_threads: usize, _config: &RunConfig) -> Self {
+    type Shared = ();
+
+    fn shared(_threads: usize, _config: &RunConfig) {}
+
+    fn new(_shared: &Arc<()>, _index: usize, _config: &RunConfig) -> Self {
         CrateLock(lock_api::Mutex::new(()))
     }
 
@@ -69,6 +82,13 @@ pub struct RunConfig {
     pub seed: u64,
     /// The ttas model's eventual fairness.
     pub ttas_fairness: bool,
+    /// Locks of the `lockbench` workload (the other workloads have one).
+    pub lockbench_locks: usize,
+    /// `lockbench` as lock-bench times it: each thread runs this many operations and the run
+    /// lasts until the last one is done (`None`: for `duration_ns`, like every workload).
+    pub lockbench_ops: Option<u64>,
+    /// Whether the simulated threads have store buffers.
+    pub store_buffers: bool,
     /// Record the accesses issued in this window of virtual time (ns, end excluded).
     pub trace: Option<(u64, u64)>,
 }
@@ -109,6 +129,8 @@ pub struct ThreadCounts {
     pub remote_handoffs: u64,
     /// Critical sections entered after the end (while leaving): not counted above.
     pub late: u64,
+    /// When the thread finished (ns of virtual time).
+    pub finished_ns: u64,
 }
 
 /// The outcome of one run.
@@ -125,12 +147,25 @@ pub struct RunResult {
     pub windows: Vec<[u32; 2]>,
     /// The accesses recorded, if the run asked for a trace.
     pub trace: Option<Trace>,
+    /// How long each counted acquisition waited, ns of virtual time from the call to `lock()`
+    /// to the start of the critical section, all threads, sorted.
+    pub waits_ns: Vec<u32>,
+    /// How long the run lasted, ns: its duration, or for a fixed number of operations per
+    /// thread (`RunConfig::lockbench_ops`) until the last thread was done.
+    pub elapsed_ns: u64,
 }
 
 impl RunResult {
     /// Critical sections entered within the duration, all threads.
     pub fn total_ops(&self) -> u64 {
         self.per_thread.iter().map(|c| c.ops).sum()
+    }
+
+    /// The `q`-quantile (0 to 1) of the counted acquisitions' waits, ns (`None` without any).
+    pub fn wait_quantile_ns(&self, q: f64) -> Option<u32> {
+        let last = self.waits_ns.len().checked_sub(1)?;
+        let rank = ((last as f64) * q).ceil() as usize;
+        self.waits_ns.get(rank.min(last)).copied()
     }
 }
 
@@ -154,21 +189,27 @@ struct Head {
     windows: Vec<[u32; 2]>,
 }
 
-/// Everything a lock protects. Only accessed by the holder of `Shared::lock`.
+/// Everything a lock protects. Only accessed by the holder of `Guarded::lock`.
 struct Protected<W> {
     head: CachePadded<Head>,
     workload: W,
 }
 
 /// A lock and its protected data, each on its own lines.
-struct Shared<L, W> {
+struct Guarded<L, W> {
     lock: CachePadded<L>,
     data: CachePadded<UnsafeCell<Protected<W>>>,
 }
 
 // SAFETY: `data` is only accessed by the thread that holds `lock` (and by the harness after every
 // worker has been joined); the `inside` flag checks the first part.
-unsafe impl<L: Sync, W: Send> Sync for Shared<L, W> {}
+unsafe impl<L: Sync, W: Send> Sync for Guarded<L, W> {}
+
+/// The run's locks, each with its data (one, unless the workload has several).
+type Locks<L, W> = Vec<Guarded<L, W>>;
+
+/// What one simulated thread hands back: its counts and its acquisitions' waits (ns).
+type WorkerOutcome = (ThreadCounts, Vec<u32>);
 
 /// Runs `lock` with `workload` once. `Err` carries the simulator's failure report (a deadlock,
 /// a runaway spin) or the mutual-exclusion violation found.
@@ -182,6 +223,7 @@ pub fn run_once(
         WorkloadKind::Kv => run_workload::<Kv>(lock, config),
         WorkloadKind::FreeList => run_workload::<FreeList>(lock, config),
         WorkloadKind::LockTorture => run_workload::<LockTorture>(lock, config),
+        WorkloadKind::LockBench => run_workload::<LockBench>(lock, config),
     }
 }
 
@@ -190,46 +232,67 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
         LockKind::Mcs => run::<CrateLock<RawMcs>, W>(config),
         LockKind::Cna => run::<CrateLock<RawCna>, W>(config),
         LockKind::Hq => run::<CrateLock<RawHq>, W>(config),
+        LockKind::QSpinLock => run::<QSpinLock, W>(config),
+        LockKind::CnaKernel => run::<CnaKernel, W>(config),
+        LockKind::Std => run::<StdMutex, W>(config),
+        LockKind::Pthread => run::<Pthread, W>(config),
         LockKind::Ttas => run::<Ttas, W>(config),
         LockKind::SpinMcs => run::<SpinMcs, W>(config),
     }
 }
 
-/// What the simulation hands back to the host: per-thread counts, the per-window counts and the
-/// data check.
-type Outcome = (Vec<ThreadCounts>, Vec<[u32; 2]>, Result<(), String>);
+/// What the simulation hands back to the host: per-thread counts and waits, the per-window
+/// counts and the data check.
+type Outcome = (Vec<WorkerOutcome>, Vec<[u32; 2]>, Result<(), String>);
 
 fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String> {
     let config = *config;
+    // The per-window counts cover a run of known duration only.
+    let windows = |config: &RunConfig| {
+        if W::fixed_ops(config).is_some() {
+            0
+        } else {
+            (config.duration_ns / WINDOW_NS) as usize
+        }
+    };
     let outcome: Arc<Mutex<Option<Outcome>>> = Arc::new(Mutex::new(None));
     let out = outcome.clone();
     // Where the lock and its data lie (for a trace's labels).
     let layout: Arc<Mutex<[(usize, usize); 2]>> = Arc::default();
     let seen = layout.clone();
-    let simulation = Simulation::new(config.machine).seed(config.seed);
+    let simulation = Simulation::new(config.machine)
+        .seed(config.seed)
+        .store_buffers(config.store_buffers);
     let report = catch_unwind(AssertUnwindSafe(|| {
         let body = move || {
-            let shared = Arc::new(Shared {
-                lock: CachePadded::new(L::new(config.threads, &config)),
-                data: CachePadded::new(UnsafeCell::new(Protected {
-                    head: CachePadded::new(Head {
-                        last_thread: NO_THREAD,
-                        last_node: 0,
-                        inside: false,
-                        entries: 0,
-                        violations: 0,
-                        windows: vec![[0; 2]; (config.duration_ns / WINDOW_NS) as usize],
-                    }),
-                    workload: W::new(config.threads),
-                })),
-            });
+            let shared = Arc::new(L::shared(config.threads, &config));
+            let count = W::locks(&config);
+            let locks: Arc<Locks<L, W>> = Arc::new(
+                (0..count)
+                    .map(|index| Guarded {
+                        lock: CachePadded::new(L::new(&shared, index, &config)),
+                        data: CachePadded::new(UnsafeCell::new(Protected {
+                            head: CachePadded::new(Head {
+                                last_thread: NO_THREAD,
+                                last_node: 0,
+                                inside: false,
+                                entries: 0,
+                                violations: 0,
+                                windows: vec![[0; 2]; windows(&config)],
+                            }),
+                            workload: W::new(config.threads),
+                        })),
+                    })
+                    .collect(),
+            );
+            let first = &locks[0];
             *seen.lock().unwrap_or_else(PoisonError::into_inner) = [
                 (
-                    &*shared.lock as *const L as usize,
+                    &*first.lock as *const L as usize,
                     std::mem::size_of::<CachePadded<L>>(),
                 ),
                 (
-                    shared.data.get() as usize,
+                    first.data.get() as usize,
                     std::mem::size_of::<CachePadded<UnsafeCell<Protected<W>>>>(),
                 ),
             ];
@@ -241,29 +304,42 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                 .into_iter()
                 .enumerate()
                 .map(|(id, hw)| {
-                    let shared = shared.clone();
-                    thread::spawn_on(hw, move || worker(id, &shared, &config))
+                    let locks = locks.clone();
+                    thread::spawn_on(hw, move || worker(id, &locks, &config))
                 })
                 .collect();
-            let per_thread: Vec<ThreadCounts> = workers.into_iter().map(|w| w.join()).collect();
-            // SAFETY: every worker has been joined; nobody else holds the lock.
-            let data = unsafe { &*shared.data.get() };
-            let entries: u64 = per_thread.iter().map(|c| c.ops + c.late).sum();
-            let check = if data.head.violations != 0 {
-                Err(format!(
-                    "MUTUAL EXCLUSION VIOLATED: {} critical sections found another thread inside",
-                    data.head.violations
-                ))
-            } else if data.head.entries != entries {
-                Err(format!(
-                    "MUTUAL EXCLUSION VIOLATED: the protected count is {}, but the threads \
-                     entered {entries} critical sections (lost updates)",
-                    data.head.entries
-                ))
-            } else {
-                data.workload.check(entries)
-            };
-            let windows = data.head.windows.clone();
+            let per_thread: Vec<WorkerOutcome> = workers.into_iter().map(|w| w.join()).collect();
+            let entries: u64 = per_thread.iter().map(|(c, _)| c.ops + c.late).sum();
+            let mut windows = vec![[0u32; 2]; windows(&config)];
+            let mut protected_entries = 0;
+            let mut check = Ok(());
+            for guarded in locks.iter() {
+                // SAFETY: every worker has been joined; nobody else holds the lock.
+                let data = unsafe { &*guarded.data.get() };
+                protected_entries += data.head.entries;
+                for (sum, window) in windows.iter_mut().zip(&data.head.windows) {
+                    sum[0] += window[0];
+                    sum[1] += window[1];
+                }
+                if check.is_ok() {
+                    check = if data.head.violations != 0 {
+                        Err(format!(
+                            "MUTUAL EXCLUSION VIOLATED: {} critical sections found another \
+                             thread inside",
+                            data.head.violations
+                        ))
+                    } else {
+                        data.workload.check(data.head.entries)
+                    };
+                }
+            }
+            if check.is_ok() && protected_entries != entries {
+                check = Err(format!(
+                    "MUTUAL EXCLUSION VIOLATED: the protected counts add up to \
+                     {protected_entries}, but the threads entered {entries} critical sections \
+                     (lost updates)"
+                ));
+            }
             *out.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some((per_thread, windows, check));
         };
@@ -296,34 +372,56 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
             data,
         }
     });
+    let mut waits_ns: Vec<u32> = per_thread.iter().flat_map(|(_, w)| w).copied().collect();
+    waits_ns.sort_unstable();
+    let elapsed_ns = match W::fixed_ops(&config) {
+        Some(_) => per_thread
+            .iter()
+            .map(|(c, _)| c.finished_ns)
+            .max()
+            .unwrap_or(0),
+        None => config.duration_ns,
+    };
     Ok(RunResult {
-        per_thread,
+        per_thread: per_thread.into_iter().map(|(counts, _)| counts).collect(),
         host_time: report.host_time,
         tallies: report.tallies,
         windows,
         trace,
+        waits_ns,
+        elapsed_ns,
     })
 }
 
 /// One simulated thread: one critical section, then the workload's local work, until the run's
 /// virtual time is over. The end is checked with the free clock peek, so the check costs nothing
-/// simulated and does not change what is measured.
+/// simulated and does not change what is measured; so is each acquisition's wait (from the call
+/// to `lock()` to the critical section), kept in host memory.
 fn worker<L: SimLock, W: Workload>(
     id: usize,
-    shared: &Shared<L, W>,
+    locks: &Locks<L, W>,
     config: &RunConfig,
-) -> ThreadCounts {
+) -> WorkerOutcome {
     // Pinned: the node never changes.
     let node = numa_sim::current_node();
     let mut rng = XorShift::new(numa_sim::thread_seed());
     let mut local = W::Local::default();
     let mut counts = ThreadCounts::default();
-    let end = config.duration_ns;
-    while numa_sim::clock_ns() < end {
-        let input = W::prepare(&mut rng, config.threads);
-        shared.lock.with_lock(id, || {
+    let mut waits = Vec::new();
+    // A fixed number of operations (all of them counted), or the run's duration.
+    let fixed = W::fixed_ops(config);
+    let end = if fixed.is_some() {
+        u64::MAX
+    } else {
+        config.duration_ns
+    };
+    while numa_sim::clock_ns() < end && fixed.is_none_or(|n| counts.ops < n) {
+        let input = W::prepare(&mut rng, config.threads, locks.len());
+        let guarded = &locks[W::lock_of(&input)];
+        let called = numa_sim::clock_ns();
+        guarded.lock.with_lock(id, || {
             // SAFETY: we hold the lock; `inside` catches anyone else who thinks so too.
-            let data = unsafe { &mut *shared.data.get() };
+            let data = unsafe { &mut *guarded.data.get() };
             let head = &mut *data.head;
             if head.inside {
                 head.violations += 1;
@@ -348,11 +446,19 @@ fn worker<L: SimLock, W: Workload>(
             head.last_node = node;
             if counted {
                 counts.ops += 1;
+                waits.push(u32::try_from(now - called).unwrap_or(u32::MAX));
             } else {
                 counts.late += 1;
             }
-            let head_line = (head as *const Head).cast::<u8>();
-            data.workload.critical_section(head_line, input, &mut local);
+            // The line the critical section writes first: the harness's head line, or the lock's
+            // own line for a workload that keeps its data beside the lock.
+            let first_line = if W::ON_LOCK_LINE {
+                (&*guarded.lock as *const L).cast::<u8>()
+            } else {
+                (head as *const Head).cast::<u8>()
+            };
+            data.workload
+                .critical_section(first_line, input, &mut local, id);
             let head = &mut *data.head;
             if !head.inside {
                 head.violations += 1;
@@ -361,5 +467,6 @@ fn worker<L: SimLock, W: Workload>(
         });
         W::between_acquisitions();
     }
-    counts
+    counts.finished_ns = numa_sim::clock_ns();
+    (counts, waits)
 }

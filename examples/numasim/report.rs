@@ -9,7 +9,7 @@ use crate::harness::RunResult;
 use crate::plot::{self, Chart, Series};
 
 /// The CSV header, also the table's column names.
-pub const COLUMNS: [&str; 10] = [
+pub const COLUMNS: [&str; 11] = [
     "machine",
     "lock",
     "workload",
@@ -19,6 +19,7 @@ pub const COLUMNS: [&str; 10] = [
     "fairness_factor",
     "max_min",
     "remote_handoff_pct",
+    "wait_p99_us",
     "host_ms",
 ];
 
@@ -131,6 +132,8 @@ pub struct Row {
     pub max_min: f64,
     /// Remote handoffs / handoffs, in percent (0 without handoffs).
     pub remote_handoff_pct: f64,
+    /// The 99th percentile of the counted acquisitions' waits, µs (`None` without any).
+    pub wait_p99_us: Option<f64>,
     /// Acquisitions per handoff: how many critical sections a thread runs in a row on average
     /// (`None` without handoffs).
     pub acq_per_handoff: Option<f64>,
@@ -144,7 +147,7 @@ pub struct Row {
 }
 
 /// Summarises one run; `speedup` is left for [`fill_speedups`].
-pub fn summarize(key: RowKey, duration_us: u64, run: &RunResult) -> Row {
+pub fn summarize(key: RowKey, run: &RunResult) -> Row {
     let ops: Vec<u64> = run.per_thread.iter().map(|c| c.ops).collect();
     let (fairness_factor, max_min) = fairness(&ops);
     let (handoffs, remote) = run.per_thread.iter().fold((0u64, 0u64), |(h, r), c| {
@@ -152,7 +155,7 @@ pub fn summarize(key: RowKey, duration_us: u64, run: &RunResult) -> Row {
     });
     Row {
         key,
-        ops_per_sec: run.total_ops() as f64 / (duration_us as f64 * 1e-6),
+        ops_per_sec: run.total_ops() as f64 / (run.elapsed_ns.max(1) as f64 * 1e-9),
         speedup: None,
         fairness_factor,
         max_min,
@@ -161,6 +164,7 @@ pub fn summarize(key: RowKey, duration_us: u64, run: &RunResult) -> Row {
         } else {
             100.0 * remote as f64 / handoffs as f64
         },
+        wait_p99_us: run.wait_quantile_ns(0.99).map(|ns| f64::from(ns) / 1e3),
         acq_per_handoff: (handoffs > 0).then(|| run.total_ops() as f64 / handoffs as f64),
         alternation: Alternation::from_windows(&run.windows),
         host_ms: run.host_time.as_secs_f64() * 1e3,
@@ -219,6 +223,8 @@ fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
         format!("{:.4}", row.fairness_factor),
         format!("{:.3}", row.max_min),
         format!("{:.2}", row.remote_handoff_pct),
+        row.wait_p99_us
+            .map_or_else(|| missing.to_string(), |us| format!("{us:.2}")),
     ];
     if paths {
         match row.paths {

@@ -9,7 +9,10 @@
 //!
 //! Every critical section starts by writing the harness's first protected line (`head`: the
 //! handoff bookkeeping, and whatever the workload keeps beside it: the map's header, the free
-//! list's head, locktorture's `lock_is_write_held` flag).
+//! list's head, locktorture's `lock_is_write_held` flag), or, for `lockbench`, whose counter
+//! sits beside the lock, the lock's own line.
+
+use crate::harness::RunConfig;
 
 /// One simulated 64-byte cache line.
 #[repr(align(64))]
@@ -54,15 +57,42 @@ pub trait Workload: Send + 'static {
     /// Per-thread state carried from one critical section to the next.
     type Local: Default;
 
+    /// Whether the data sits on the lock's own line (the critical section's first line is then
+    /// the lock's, not the harness's head line).
+    const ON_LOCK_LINE: bool = false;
+
+    /// How many locks (each with its own copy of this state) a run has.
+    fn locks(_config: &RunConfig) -> usize {
+        1
+    }
+
+    /// Which of the run's locks an operation takes.
+    fn lock_of(_input: &Self::Input) -> usize {
+        0
+    }
+
+    /// A fixed number of operations per thread, the run lasting until the last thread is done
+    /// (`None`: the run's duration).
+    fn fixed_ops(_config: &RunConfig) -> Option<u64> {
+        None
+    }
+
     /// Fresh shared state for a run with `threads` threads.
     fn new(threads: usize) -> Self;
 
-    /// Draws the input of the next operation (runs outside the lock, costs nothing simulated).
-    fn prepare(rng: &mut XorShift, threads: usize) -> Self::Input;
+    /// Draws the input of the next operation, for a run of `threads` threads and `locks` locks
+    /// (runs outside the lock, costs nothing simulated).
+    fn prepare(rng: &mut XorShift, threads: usize, locks: usize) -> Self::Input;
 
-    /// The operation (runs inside the lock). `head` is the harness's first protected line,
-    /// which the operation must write first.
-    fn critical_section(&mut self, head: *const u8, input: Self::Input, local: &mut Self::Local);
+    /// The operation (runs inside the lock), by simulated thread `thread`. `first` is the line
+    /// it writes first: the harness's head line, or the lock's own line if `ON_LOCK_LINE`.
+    fn critical_section(
+        &mut self,
+        first: *const u8,
+        input: Self::Input,
+        local: &mut Self::Local,
+        thread: usize,
+    );
 
     /// The local work between two acquisitions.
     fn between_acquisitions();
@@ -90,9 +120,9 @@ impl Workload for Counter {
         }
     }
 
-    fn prepare(_rng: &mut XorShift, _threads: usize) {}
+    fn prepare(_rng: &mut XorShift, _threads: usize, _locks: usize) {}
 
-    fn critical_section(&mut self, head: *const u8, (): (), _local: &mut ()) {
+    fn critical_section(&mut self, head: *const u8, (): (), _local: &mut (), _thread: usize) {
         numa_sim::touch(&[head, self.line.addr()]);
         numa_sim::work(50);
         self.count += 1;
@@ -161,7 +191,7 @@ impl Workload for Kv {
 
     /// As locktorture: `key = r1 % (r2 % KV_KEYS + 1)`, small keys far more likely (a cheap
     /// zipf-like skew); one operation in ten is a put.
-    fn prepare(rng: &mut XorShift, _threads: usize) -> KvOp {
+    fn prepare(rng: &mut XorShift, _threads: usize, _locks: usize) -> KvOp {
         let r1 = rng.next_u64();
         let r2 = rng.next_u64();
         KvOp {
@@ -170,7 +200,7 @@ impl Workload for Kv {
         }
     }
 
-    fn critical_section(&mut self, head: *const u8, op: KvOp, _local: &mut ()) {
+    fn critical_section(&mut self, head: *const u8, op: KvOp, _local: &mut (), _thread: usize) {
         // The header (bucket mask, control pointer) sits beside the harness's bookkeeping.
         numa_sim::touch(&[head]);
         numa_sim::work(KV_HASH_NS);
@@ -242,9 +272,15 @@ impl Workload for FreeList {
         }
     }
 
-    fn prepare(_rng: &mut XorShift, _threads: usize) {}
+    fn prepare(_rng: &mut XorShift, _threads: usize, _locks: usize) {}
 
-    fn critical_section(&mut self, head: *const u8, (): (), held: &mut Option<u32>) {
+    fn critical_section(
+        &mut self,
+        head: *const u8,
+        (): (),
+        held: &mut Option<u32>,
+        _thread: usize,
+    ) {
         numa_sim::touch(&[head]);
         let popped = self.head;
         // The popped block (its link is read, its contents initialised) and the pushed one
@@ -302,15 +338,25 @@ impl Workload for FreeList {
 
 /// The kernel's locktorture short hold: `udelay(2)`.
 const LOCKTORTURE_DELAY_NS: u64 = 2_000;
+/// `struct lock_stress_stats` (two `long`s) per writer, allocated as one array: four writers'
+/// records share a line.
+const LOCKTORTURE_STATS_PER_LINE: usize = 4;
 
-/// `locktorture`: the kernel's locktorture spin_lock writer before v6.5 (the CNA series' runs;
-/// `kernel/locking/locktorture.c`, `torture_spin_lock_write_delay`): the critical section sets
-/// and clears `lock_is_write_held` (the head line) and, with probability 1/(threads·2·2), holds
-/// the lock for a 2 µs `udelay`; nothing between acquisitions. Omitted: the rare 100 ms hold
-/// (probability 1/(threads·200000)) and preemptions, which a run of a few ms would either never
-/// see or be dominated by.
+/// `locktorture`: the kernel's locktorture spin_lock writer as of v5.12, the stock kernel of
+/// the CNA series' runs (`kernel/locking/locktorture.c`, `lock_torture_writer` and
+/// `torture_spin_lock_write_delay`). Inside the lock: `WARN_ON_ONCE(lock_is_write_held)` reads
+/// the flag (on the head line, with `lock_is_read_held` and `last_lock_release` beside it) and
+/// `lock_is_write_held = true` sets it; `lwsp->n_lock_acquired++` reads and writes the writer's
+/// statistics record, one of four on a line (`lwsa` is a plain array of 16-byte records); with
+/// probability 1/(threads·2·2) the writer holds the lock for a 2 µs `udelay`; then it clears the
+/// flag and records `last_lock_release`. Nothing between acquisitions: its random state is its
+/// own since v5.7, and `stutter_wait` and `torture_must_stop` read lines nobody writes during a
+/// run. Omitted: the rare 100 ms hold (probability 1/(threads·200000)) and preemptions, which a
+/// run of a few ms would either never see or be dominated by.
 pub struct LockTorture {
     entries: u64,
+    /// The writers' statistics records, four to a line.
+    stats: Vec<Line>,
 }
 
 impl Workload for LockTorture {
@@ -318,19 +364,30 @@ impl Workload for LockTorture {
     type Input = bool;
     type Local = ();
 
-    fn new(_threads: usize) -> Self {
-        LockTorture { entries: 0 }
+    fn new(threads: usize) -> Self {
+        LockTorture {
+            entries: 0,
+            stats: vec![Line::ZERO; threads.div_ceil(LOCKTORTURE_STATS_PER_LINE)],
+        }
     }
 
-    fn prepare(rng: &mut XorShift, threads: usize) -> bool {
+    fn prepare(rng: &mut XorShift, threads: usize, _locks: usize) -> bool {
         rng.next_u64().is_multiple_of(4 * threads as u64)
     }
 
-    fn critical_section(&mut self, head: *const u8, delay: bool, _local: &mut ()) {
+    fn critical_section(&mut self, head: *const u8, delay: bool, _local: &mut (), thread: usize) {
+        // WARN_ON_ONCE(lock_is_write_held); lock_is_write_held = true.
+        numa_sim::touch_read(&[head]);
         numa_sim::touch(&[head]);
+        // lwsp->n_lock_acquired++: a load, then a store, of the writer's record.
+        let stats = self.stats[thread / LOCKTORTURE_STATS_PER_LINE].addr();
+        numa_sim::touch_read(&[stats]);
+        numa_sim::touch(&[stats]);
         if delay {
             numa_sim::work(LOCKTORTURE_DELAY_NS);
         }
+        // lock_is_write_held = false; WRITE_ONCE(last_lock_release, jiffies).
+        numa_sim::touch(&[head]);
         self.entries += 1;
     }
 
@@ -343,6 +400,71 @@ impl Workload for LockTorture {
             Err(format!(
                 "the writer count is {}, but {entries} critical sections ran (lost updates)",
                 self.entries
+            ))
+        }
+    }
+}
+
+/// `lockbench`: matklad/lock-bench, the benchmark of parking_lot issues #201 and #418. `N` locks
+/// (`--lockbench-locks`, default 2), each `CachePadded` with its counter beside it (a
+/// `Mutex<u32>`: the counter on the lock's line); every operation takes a lock chosen at random
+/// and increments its counter; nothing happens between acquisitions. Like every workload it runs
+/// for the run's duration; with `--lockbench-ops N` each thread runs N operations and the run
+/// lasts until the last thread is done, as lock-bench times it (its runs: 10,000 per thread).
+pub struct LockBench {
+    count: u64,
+}
+
+impl Workload for LockBench {
+    /// The lock this operation takes.
+    type Input = usize;
+    type Local = ();
+
+    const ON_LOCK_LINE: bool = true;
+
+    fn locks(config: &RunConfig) -> usize {
+        config.lockbench_locks
+    }
+
+    fn lock_of(input: &usize) -> usize {
+        *input
+    }
+
+    fn fixed_ops(config: &RunConfig) -> Option<u64> {
+        config.lockbench_ops
+    }
+
+    fn new(_threads: usize) -> Self {
+        LockBench { count: 0 }
+    }
+
+    /// As lock-bench: `random % n_locks` from a per-thread xorshift.
+    fn prepare(rng: &mut XorShift, _threads: usize, locks: usize) -> usize {
+        (rng.next_u64() % locks as u64) as usize
+    }
+
+    fn critical_section(
+        &mut self,
+        lock_line: *const u8,
+        _lock: usize,
+        _local: &mut (),
+        _thread: usize,
+    ) {
+        // `*cnt += 1` on the counter beside the lock word.
+        numa_sim::touch(&[lock_line]);
+        self.count += 1;
+    }
+
+    fn between_acquisitions() {}
+
+    fn check(&self, entries: u64) -> Result<(), String> {
+        if self.count == entries {
+            Ok(())
+        } else {
+            Err(format!(
+                "the counter is {}, but {entries} critical sections ran under its lock (lost \
+                 updates)",
+                self.count
             ))
         }
     }

@@ -26,6 +26,7 @@
 use std::fmt;
 use std::sync::atomic::{self, Ordering};
 
+use crate::cache::{Word, Write};
 use crate::engine::{Kind, access};
 
 macro_rules! atomic_int {
@@ -41,26 +42,31 @@ macro_rules! atomic_int {
             }
 
             #[inline(always)]
-            fn addr(&self) -> usize {
-                self as *const Self as usize
+            fn word(&self) -> Word {
+                Word {
+                    addr: self as *const Self as usize,
+                    width: std::mem::size_of::<$t>() as u8,
+                    ptr: false,
+                }
             }
 
             /// Loads the value (a simulated load).
             #[inline]
             pub fn load(&self, order: Ordering) -> $t {
-                access(self.addr(), Kind::Load, || self.0.load(order))
+                access(self.word(), Kind::Load, None, || self.0.load(order))
             }
 
             /// Stores `v` (a simulated store).
             #[inline]
             pub fn store(&self, v: $t, order: Ordering) {
-                access(self.addr(), Kind::Store, || self.0.store(v, order))
+                let write = Write::Full(v as u64);
+                access(self.word(), Kind::Store, Some(write), || self.0.store(v, order))
             }
 
             /// Swaps in `v` (a simulated read-modify-write).
             #[inline]
             pub fn swap(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.swap(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.swap(v, order))
             }
 
             /// A plain store to the bits of `mask` only (they become `v & mask`; the others
@@ -73,7 +79,11 @@ macro_rules! atomic_int {
             pub fn store_masked(&self, v: $t, mask: $t, order: Ordering) {
                 let update = |old: $t| (old & !mask) | (v & mask);
                 if crate::engine::context().is_some() {
-                    access(self.addr(), Kind::Store, || {
+                    let write = Write::Masked {
+                        bits: v as u64,
+                        mask: mask as u64,
+                    };
+                    access(self.word(), Kind::Store, Some(write), || {
                         self.0.store(update(self.0.load(Ordering::Relaxed)), order)
                     })
                 } else {
@@ -88,7 +98,7 @@ macro_rules! atomic_int {
             /// qspinlock's 16-bit `xchg` of its tail. A simulated read-modify-write.
             #[inline]
             pub fn swap_masked(&self, v: $t, mask: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || {
+                access(self.word(), Kind::Rmw, None, || {
                     match self.0.fetch_update(order, Ordering::Relaxed, |old| {
                         Some((old & !mask) | (v & mask))
                     }) {
@@ -106,7 +116,7 @@ macro_rules! atomic_int {
                 success: Ordering,
                 failure: Ordering,
             ) -> Result<$t, $t> {
-                access(self.addr(), Kind::Rmw, || {
+                access(self.word(), Kind::Rmw, None, || {
                     self.0.compare_exchange(current, new, success, failure)
                 })
             }
@@ -121,7 +131,7 @@ macro_rules! atomic_int {
                 success: Ordering,
                 failure: Ordering,
             ) -> Result<$t, $t> {
-                access(self.addr(), Kind::Rmw, || {
+                access(self.word(), Kind::Rmw, None, || {
                     self.0.compare_exchange(current, new, success, failure)
                 })
             }
@@ -129,45 +139,45 @@ macro_rules! atomic_int {
             /// Adds `v`, returning the previous value (a simulated read-modify-write).
             #[inline]
             pub fn fetch_add(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_add(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_add(v, order))
             }
 
             /// Subtracts `v`, returning the previous value (a simulated read-modify-write).
             #[inline]
             pub fn fetch_sub(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_sub(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_sub(v, order))
             }
 
             /// Bitwise or with `v`, returning the previous value (a simulated read-modify-write).
             #[inline]
             pub fn fetch_or(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_or(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_or(v, order))
             }
 
             /// Bitwise and with `v`, returning the previous value (a simulated
             /// read-modify-write).
             #[inline]
             pub fn fetch_and(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_and(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_and(v, order))
             }
 
             /// Bitwise xor with `v`, returning the previous value (a simulated
             /// read-modify-write).
             #[inline]
             pub fn fetch_xor(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_xor(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_xor(v, order))
             }
 
             /// Maximum with `v`, returning the previous value (a simulated read-modify-write).
             #[inline]
             pub fn fetch_max(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_max(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_max(v, order))
             }
 
             /// Minimum with `v`, returning the previous value (a simulated read-modify-write).
             #[inline]
             pub fn fetch_min(&self, v: $t, order: Ordering) -> $t {
-                access(self.addr(), Kind::Rmw, || self.0.fetch_min(v, order))
+                access(self.word(), Kind::Rmw, None, || self.0.fetch_min(v, order))
             }
 
             /// `std`'s `fetch_update`: a load, then weak CASes until `f` returns `None` or a CAS
@@ -261,26 +271,35 @@ impl AtomicBool {
     }
 
     #[inline(always)]
-    fn addr(&self) -> usize {
-        self as *const Self as usize
+    fn word(&self) -> Word {
+        Word {
+            addr: self as *const Self as usize,
+            width: 1,
+            ptr: false,
+        }
     }
 
     /// Loads the value (a simulated load).
     #[inline]
     pub fn load(&self, order: Ordering) -> bool {
-        access(self.addr(), Kind::Load, || self.0.load(order))
+        access(self.word(), Kind::Load, None, || self.0.load(order))
     }
 
     /// Stores `v` (a simulated store).
     #[inline]
     pub fn store(&self, v: bool, order: Ordering) {
-        access(self.addr(), Kind::Store, || self.0.store(v, order))
+        access(
+            self.word(),
+            Kind::Store,
+            Some(Write::Full(u64::from(v))),
+            || self.0.store(v, order),
+        )
     }
 
     /// Swaps in `v` (a simulated read-modify-write).
     #[inline]
     pub fn swap(&self, v: bool, order: Ordering) -> bool {
-        access(self.addr(), Kind::Rmw, || self.0.swap(v, order))
+        access(self.word(), Kind::Rmw, None, || self.0.swap(v, order))
     }
 
     /// Compare-and-swap (a simulated read-modify-write, even when it fails).
@@ -292,7 +311,7 @@ impl AtomicBool {
         success: Ordering,
         failure: Ordering,
     ) -> Result<bool, bool> {
-        access(self.addr(), Kind::Rmw, || {
+        access(self.word(), Kind::Rmw, None, || {
             self.0.compare_exchange(current, new, success, failure)
         })
     }
@@ -312,19 +331,19 @@ impl AtomicBool {
     /// Logical or (a simulated read-modify-write).
     #[inline]
     pub fn fetch_or(&self, v: bool, order: Ordering) -> bool {
-        access(self.addr(), Kind::Rmw, || self.0.fetch_or(v, order))
+        access(self.word(), Kind::Rmw, None, || self.0.fetch_or(v, order))
     }
 
     /// Logical and (a simulated read-modify-write).
     #[inline]
     pub fn fetch_and(&self, v: bool, order: Ordering) -> bool {
-        access(self.addr(), Kind::Rmw, || self.0.fetch_and(v, order))
+        access(self.word(), Kind::Rmw, None, || self.0.fetch_and(v, order))
     }
 
     /// Logical xor (a simulated read-modify-write).
     #[inline]
     pub fn fetch_xor(&self, v: bool, order: Ordering) -> bool {
-        access(self.addr(), Kind::Rmw, || self.0.fetch_xor(v, order))
+        access(self.word(), Kind::Rmw, None, || self.0.fetch_xor(v, order))
     }
 
     /// The value, by exclusive access (not a simulated access).
@@ -358,26 +377,33 @@ impl<T> AtomicPtr<T> {
     }
 
     #[inline(always)]
-    fn addr(&self) -> usize {
-        self as *const Self as usize
+    fn word(&self) -> Word {
+        Word {
+            addr: self as *const Self as usize,
+            width: std::mem::size_of::<*mut T>() as u8,
+            ptr: true,
+        }
     }
 
     /// Loads the pointer (a simulated load).
     #[inline]
     pub fn load(&self, order: Ordering) -> *mut T {
-        access(self.addr(), Kind::Load, || self.0.load(order))
+        access(self.word(), Kind::Load, None, || self.0.load(order))
     }
 
     /// Stores `p` (a simulated store).
     #[inline]
     pub fn store(&self, p: *mut T, order: Ordering) {
-        access(self.addr(), Kind::Store, || self.0.store(p, order))
+        let write = Write::Full(p.expose_provenance() as u64);
+        access(self.word(), Kind::Store, Some(write), || {
+            self.0.store(p, order)
+        })
     }
 
     /// Swaps in `p` (a simulated read-modify-write).
     #[inline]
     pub fn swap(&self, p: *mut T, order: Ordering) -> *mut T {
-        access(self.addr(), Kind::Rmw, || self.0.swap(p, order))
+        access(self.word(), Kind::Rmw, None, || self.0.swap(p, order))
     }
 
     /// Compare-and-swap (a simulated read-modify-write, even when it fails).
@@ -389,7 +415,7 @@ impl<T> AtomicPtr<T> {
         success: Ordering,
         failure: Ordering,
     ) -> Result<*mut T, *mut T> {
-        access(self.addr(), Kind::Rmw, || {
+        access(self.word(), Kind::Rmw, None, || {
             self.0.compare_exchange(current, new, success, failure)
         })
     }

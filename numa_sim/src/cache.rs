@@ -135,20 +135,55 @@ pub(crate) struct Line {
     /// Spinners sleeping until this line is written: (task, sleep sequence number). Entries
     /// whose sequence number is no longer the task's current sleep are stale and skipped.
     pub(crate) sleepers: Vec<(u32, u32)>,
-    /// The latest buffered store to this line (see `Engine::reserve`), if any.
-    pub(crate) buffered: Option<BufferedStore>,
+    /// The buffered stores to this line that may not have committed yet (see
+    /// `Engine::reserve`), oldest first.
+    pub(crate) buffered: Vec<BufferedStore>,
 }
 
 /// A plain store that went through its thread's store buffer: performed on the real memory when
 /// it was issued, visible in the model only from `commit` on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BufferedStore {
+    /// The word it wrote.
+    pub(crate) word: Word,
+    /// What it wrote.
+    pub(crate) write: Write,
+    /// The word's value just before it was performed (`None` until it is performed).
+    pub(crate) before: Option<u64>,
     /// The storing task.
     pub(crate) task: usize,
     /// Its reservation's sequence number.
     pub(crate) seq: u64,
     /// When it commits.
     pub(crate) commit: Ps,
+}
+
+/// An atomic word of the simulated code: its address and size in bytes (1, 4 or 8), and
+/// whether it holds a pointer (whose value the simulator handles with exposed provenance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word {
+    pub(crate) addr: usize,
+    pub(crate) width: u8,
+    pub(crate) ptr: bool,
+}
+
+/// What a store writes to its word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// The whole word.
+    Full(u64),
+    /// The bits of `mask` only (a narrower store to part of the word).
+    Masked { bits: u64, mask: u64 },
+}
+
+impl Write {
+    /// The word's value after this write to a word holding `old`.
+    pub(crate) fn apply(self, old: u64) -> u64 {
+        match self {
+            Write::Full(v) => v,
+            Write::Masked { bits, mask } => (old & !mask) | (bits & mask),
+        }
+    }
 }
 
 /// What a reservation cost and found.
@@ -169,7 +204,7 @@ impl Line {
             reads_until: 0,
             home: home as u16,
             sleepers: Vec::new(),
-            buffered: None,
+            buffered: Vec::new(),
         }
     }
 

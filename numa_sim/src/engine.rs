@@ -40,7 +40,7 @@ use std::rc::Rc;
 
 use shuttle_engine::runtime::thread::switch;
 
-use crate::cache::{BufferedStore, Line, Topo};
+use crate::cache::{BufferedStore, Line, Topo, Word, Write};
 use crate::machine::{Machine, Ps};
 
 /// A clock that never comes: the wake time of a sleeper nobody has a deadline for.
@@ -561,7 +561,10 @@ impl Engine {
 
     /// Step 2 of an access (see the module docs): cost it, update the line, advance the
     /// current task's clock, wake the spinners a write concerns.
-    pub(crate) fn reserve(&mut self, addr: usize, kind: Kind) {
+    ///
+    /// `store`: for a plain store that the caller then performs on an atomic, the word and what
+    /// it writes (`None` for loads, RMWs and `touch`, which writes nothing real).
+    pub(crate) fn reserve(&mut self, addr: usize, kind: Kind, store: Option<(Word, Write)>) {
         self.counters.accesses += 1;
         let me = self.current;
         let line_id = (addr >> 6) as u64;
@@ -608,11 +611,20 @@ impl Engine {
             // held, and the value hidden, until every earlier store has committed.
             let commit = r.completion.max(last_commit);
             line.busy_until = line.busy_until.max(commit);
-            line.buffered = Some(BufferedStore {
-                task: me,
-                seq,
-                commit,
-            });
+            if let Some((word, write)) = store {
+                // Reservations come in the order of their issue times, and an access is
+                // performed no earlier than it was issued: a store committed by now can never be
+                // in the future of an access again.
+                line.buffered.retain(|b| b.commit > now);
+                line.buffered.push(BufferedStore {
+                    word,
+                    write,
+                    before: None,
+                    task: me,
+                    seq,
+                    commit,
+                });
+            }
             let task = &mut self.tasks[me];
             task.store_buffer.push_back(commit);
             task.last_commit = commit;
@@ -646,24 +658,70 @@ impl Engine {
         }
     }
 
-    /// Whether the current thread's pending access to `addr` (reserved, not yet performed)
-    /// would see a value from its future: another thread's buffered store to the same line,
-    /// reserved after this access, was performed on the real memory when it entered the buffer
-    /// (simulated code runs on real atomics), while in the model it becomes visible only at its
-    /// commit, after this access completes. The caller then reserves the access again: it is
-    /// ordered after the store, and completes after the store's commit, as a spinning reader
-    /// that saw the old value and looked again would.
-    pub(crate) fn stale_after_buffered_store(&self, addr: usize) -> bool {
+    /// Makes the word hold what the current thread's access to it, reserved and about to be
+    /// performed, must see. Other threads' buffered stores to the word that were reserved after
+    /// this access are performed on the real memory when issued (simulated code runs on real
+    /// atomics), but in the model they commit after this access completes: they are in its
+    /// future. If there are any, the word is set back to its value before the first of them;
+    /// the caller performs its access and then calls [`replay`](Self::replay), which applies
+    /// those stores again on top of the access's result. The access thus reads the old value
+    /// and is ordered before the stores, as on the machine, at the time the model gives it.
+    /// (Stores to other words of the line, and `touch`, which writes nothing real, change no
+    /// value this access reads.) Returns the sequence numbers of the stores to replay.
+    pub(crate) fn rewind(&mut self, word: Word) -> Option<Vec<u64>> {
         let me = self.current;
         let task = &self.tasks[me];
-        if task.hw.is_none() {
-            // The harness's accesses take no time: nothing is in flight.
-            return false;
+        // The harness's accesses take no time: nothing is in flight.
+        task.hw?;
+        let (mine, clock) = (task.last_seq, task.clock);
+        let line = self.lines.get(&((word.addr >> 6) as u64))?;
+        // Only stores already performed on the memory: one reserved but not yet performed
+        // (its thread runs after us) will be performed on top of what we leave, in order.
+        let mut later = line
+            .buffered
+            .iter()
+            .filter(|b| {
+                b.word == word
+                    && b.task != me
+                    && b.seq > mine
+                    && b.commit > clock
+                    && b.before.is_some()
+            })
+            .peekable();
+        let before = later.peek()?.before?;
+        let seqs: Vec<u64> = later.map(|b| b.seq).collect();
+        // SAFETY: the simulated code is about to access this atomic through a reference it
+        // holds; simulated threads run one at a time on this OS thread.
+        unsafe { write_word(word, before) };
+        Some(seqs)
+    }
+
+    /// After an access made on a rewound word (see [`rewind`](Self::rewind)): applies the
+    /// later stores `seqs` again, in order, on top of what the access left, each recording the
+    /// value it now follows.
+    pub(crate) fn replay(&mut self, word: Word, seqs: &[u64]) {
+        // SAFETY: as in `rewind`: the caller has just accessed this atomic through a reference.
+        let mut value = unsafe { read_word(word) };
+        if let Some(line) = self.lines.get_mut(&((word.addr >> 6) as u64)) {
+            for b in line.buffered.iter_mut().filter(|b| seqs.contains(&b.seq)) {
+                b.before = Some(value);
+                value = b.write.apply(value);
+            }
         }
-        self.lines
-            .get(&((addr >> 6) as u64))
-            .and_then(|line| line.buffered)
-            .is_some_and(|b| b.task != me && b.seq > task.last_seq && b.commit > task.clock)
+        // SAFETY: as above.
+        unsafe { write_word(word, value) };
+    }
+
+    /// Records the word's value just before the current thread's buffered store to it is
+    /// performed (what an access in flight before that store must see).
+    pub(crate) fn capture_before(&mut self, word: Word) {
+        let seq = self.tasks[self.current].last_seq;
+        if let Some(line) = self.lines.get_mut(&((word.addr >> 6) as u64))
+            && let Some(b) = line.buffered.iter_mut().find(|b| b.seq == seq)
+        {
+            // SAFETY: as in `rewind`.
+            b.before = Some(unsafe { read_word(word) });
+        }
     }
 
     /// Drains the current thread's store buffer (an `SeqCst` fence, a system call, the
@@ -683,7 +741,7 @@ impl Engine {
         let mut end = start;
         for &addr in addrs {
             self.tasks[me].clock = start;
-            self.reserve(addr as usize, kind);
+            self.reserve(addr as usize, kind, None);
             end = end.max(self.tasks[me].clock);
         }
         let task = &mut self.tasks[me];
@@ -1015,42 +1073,99 @@ pub(crate) fn sync(cell: &RefCell<Engine>) {
     }
 }
 
-/// A simulated access to `addr` (steps 1 to 3); the caller then performs the operation.
+/// A simulated access to `word` (steps 1 to 3); the caller then performs the operation and,
+/// if this returns the stores to replay, calls [`Engine::replay`].
 #[inline(never)]
-pub(crate) fn simulated_access(cell: &RefCell<Engine>, addr: usize, kind: Kind) {
+pub(crate) fn simulated_access(
+    cell: &RefCell<Engine>,
+    word: Word,
+    kind: Kind,
+    store: Option<Write>,
+) -> Option<Vec<u64>> {
     let mode = {
         let e = cell.borrow();
         if e.stopped {
-            return;
+            return None;
         }
         e.mode
     };
+    let store = store.map(|write| (word, write));
     match mode {
         Mode::VirtualTime => {
             sync(cell);
-            cell.borrow_mut().reserve(addr, kind);
+            cell.borrow_mut().reserve(word.addr, kind, store);
             sync(cell);
-            // See `Engine::stale_after_buffered_store`; each round reserves after the store
-            // that made the access stale, so this ends. Only an access that reads can see a
-            // value from its future: a plain store (itself buffered) is not checked, so two
-            // buffered stores to one line never take turns being stale.
-            while kind != Kind::Store && cell.borrow().stale_after_buffered_store(addr) {
-                cell.borrow_mut().reserve(addr, kind);
-                sync(cell);
+            let mut e = cell.borrow_mut();
+            let rewound = e.rewind(word);
+            if store.is_some() && e.store_buffers {
+                e.capture_before(word);
             }
+            rewound
         }
         Mode::Randomized => {
-            cell.borrow_mut().reserve(addr, kind);
+            cell.borrow_mut().reserve(word.addr, kind, store);
             switch();
+            None
         }
     }
 }
 
-/// Runs `op` as a simulated access to `addr` if a simulation runs on this OS thread, or as is.
+/// Runs `op` as a simulated access of kind `kind` to `word` (with `store`, what a plain store
+/// writes) if a simulation runs on this OS thread, or as is.
 #[inline(always)]
-pub(crate) fn access<R>(addr: usize, kind: Kind, op: impl FnOnce() -> R) -> R {
-    if let Some(cell) = context() {
-        simulated_access(cell, addr, kind);
+pub(crate) fn access<R>(word: Word, kind: Kind, store: Option<Write>, op: impl FnOnce() -> R) -> R {
+    let Some(cell) = context() else {
+        return op();
+    };
+    let rewound = simulated_access(cell, word, kind, store);
+    let result = op();
+    if let Some(seqs) = rewound {
+        cell.borrow_mut().replay(word, &seqs);
     }
-    op()
+    result
+}
+
+/// Reads an atomic word of the simulated code.
+///
+/// # Safety
+/// `word` must be a live atomic of its width that the caller may access (the simulated code
+/// holds a reference to it), with no other thread accessing it concurrently.
+unsafe fn read_word(word: Word) -> u64 {
+    use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+    // SAFETY: the caller's contract; the atomics of a width share its size and alignment.
+    unsafe {
+        if word.ptr {
+            let p = (*(word.addr as *const AtomicPtr<u8>)).load(Relaxed);
+            return p.expose_provenance() as u64;
+        }
+        match word.width {
+            1 => u64::from((*(word.addr as *const AtomicU8)).load(Relaxed)),
+            4 => u64::from((*(word.addr as *const AtomicU32)).load(Relaxed)),
+            8 => (*(word.addr as *const AtomicU64)).load(Relaxed),
+            w => unreachable!("no atomic of {w} bytes"),
+        }
+    }
+}
+
+/// Writes an atomic word of the simulated code.
+///
+/// # Safety
+/// As for [`read_word`]; `value` must be a valid value of the atomic's type (one it held, or
+/// one a store wrote to it).
+unsafe fn write_word(word: Word, value: u64) {
+    use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+    // SAFETY: the caller's contract; a pointer value was exposed when it was read or stored.
+    unsafe {
+        if word.ptr {
+            let p = std::ptr::with_exposed_provenance_mut::<u8>(value as usize);
+            (*(word.addr as *const AtomicPtr<u8>)).store(p, Relaxed);
+            return;
+        }
+        match word.width {
+            1 => (*(word.addr as *const AtomicU8)).store(value as u8, Relaxed),
+            4 => (*(word.addr as *const AtomicU32)).store(value as u32, Relaxed),
+            8 => (*(word.addr as *const AtomicU64)).store(value, Relaxed),
+            w => unreachable!("no atomic of {w} bytes"),
+        }
+    }
 }

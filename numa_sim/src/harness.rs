@@ -340,13 +340,10 @@ where
     S: Scheduler + 'static,
     F: Fn() + Send + Sync + 'static,
 {
-    let engine = Rc::new(RefCell::new(Engine::new(
-        machine,
-        Mode::Randomized,
-        seed,
-        0.0,
-        false,
-    )));
+    let mut engine = Engine::new(machine, Mode::Randomized, seed, 0.0, false);
+    // Timing does not matter here, and every access is a scheduling point anyway.
+    engine.store_buffers = false;
+    let engine = Rc::new(RefCell::new(engine));
     let _context = ContextGuard::install(engine.clone());
     let executions = Rc::new(Cell::new(0));
     let counted = executions.clone();
