@@ -29,15 +29,22 @@
 //! [`tunables`]; feature `stats` adds per-lock counters.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly): every feature-gated item shows the feature it needs. The
+// loom and numa_sim backends are test instruments, not what a user builds: their cfgs are not
+// shown.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![cfg_attr(docsrs, doc(auto_cfg(hide(loom, numa_sim))))]
 
 mod condvar;
 #[cfg(feature = "lockup")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lockup")))]
 pub mod lockup;
 #[cfg(not(loom))]
 mod mutex;
 mod qnode;
 pub mod raw;
 #[cfg(feature = "stats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
 pub mod stats;
 mod sync;
 pub mod topology;

@@ -29,6 +29,7 @@ impl Topology {
     /// let topology = Topology::from_hwloc().unwrap();
     /// assert!(topology.node_count() >= 1);
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "hwloc")))]
     pub fn from_hwloc() -> Result<Topology, TopologyError> {
         let topology = hwlocality::Topology::new().map_err(|err| TopologyError::Hwloc {
             what: format!("cannot load this machine's topology: {err}"),
@@ -56,6 +57,7 @@ impl Topology {
     /// assert_eq!(topology.node_of_cpu(5), Some(1));
     /// assert!(Topology::from_hwloc_synthetic("pack:banana").is_err());
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "hwloc")))]
     pub fn from_hwloc_synthetic(description: &str) -> Result<Topology, TopologyError> {
         let invalid = |err: &dyn std::fmt::Display| TopologyError::Hwloc {
             what: format!(
