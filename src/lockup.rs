@@ -240,6 +240,13 @@ impl Tracker {
     }
 }
 
+/// Visits the NUMA node of every waiter in a lock's queues, for the report: the lock passes a
+/// closure that walks its own queues (each lock knows its queues; this module knows none).
+///
+/// Named here rather than taken from the queue-lock core (`raw::QueueWalk`, the same type), so
+/// that this module, which the core calls, does not depend on the core.
+pub(crate) type WaiterWalk<'a> = &'a dyn Fn(&mut dyn FnMut(u64));
+
 /// A queue head's lockup check: created when it starts waiting for the lock word, run after
 /// every wake-up.
 pub(crate) struct HeadCheck<'a> {
@@ -248,7 +255,7 @@ pub(crate) struct HeadCheck<'a> {
     /// The raw lock's address.
     lock: usize,
     /// Visits the NUMA node of every queued waiter.
-    walk: crate::raw::QueueWalk<'a>,
+    walk: WaiterWalk<'a>,
     threshold_ns: u64,
     since: u64,
     last_acquisitions: u64,
@@ -264,7 +271,7 @@ impl<'a> HeadCheck<'a> {
         tracker: &'a Tracker,
         counters: &'a crate::stats::Counters,
         lock: usize,
-        walk: crate::raw::QueueWalk<'a>,
+        walk: WaiterWalk<'a>,
     ) -> Option<Self> {
         let threshold_ns = tunables::lockup_threshold_ns();
         if threshold_ns == 0 {
