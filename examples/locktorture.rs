@@ -30,10 +30,10 @@
 // An example's crate root resolves `mod` next to itself (examples/), so name the submodule files.
 #[path = "locktorture/cli.rs"]
 mod cli;
+#[path = "common/mod.rs"]
+mod common;
 #[path = "locktorture/harness.rs"]
 mod harness;
-#[path = "common/plot.rs"]
-mod plot;
 #[path = "locktorture/report.rs"]
 mod report;
 #[path = "locktorture/workload.rs"]
@@ -57,17 +57,7 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     if let Some(path) = &options.plot {
-        match report::plot(path, &rows) {
-            Ok(files) => {
-                for file in files {
-                    eprintln!("locktorture: wrote {}", file.display());
-                }
-            }
-            Err(error) => {
-                eprintln!("error: cannot write the plot: {error}");
-                failed = true;
-            }
-        }
+        failed |= !common::plot::report_written("locktorture", report::plot(path, &rows));
     }
     if violations != 0 {
         eprintln!("error: {violations} run(s) broke mutual exclusion (see above)");

@@ -33,14 +33,14 @@ mod baselines;
 #[path = "numasim/cli.rs"]
 mod cli;
 #[cfg(numa_sim)]
+#[path = "common/mod.rs"]
+mod common;
+#[cfg(numa_sim)]
 #[path = "numasim/harness.rs"]
 mod harness;
 #[cfg(numa_sim)]
 #[path = "numasim/kernel.rs"]
 mod kernel;
-#[cfg(numa_sim)]
-#[path = "common/plot.rs"]
-mod plot;
 #[cfg(numa_sim)]
 #[path = "numasim/report.rs"]
 mod report;
@@ -81,16 +81,9 @@ fn main() -> ExitCode {
         Format::Csv => report::print_csv(&rows, options.paths),
     }
     if let Some(path) = &options.plot {
-        match report::plot(path, options.machine.name, &rows) {
-            Ok(written) => {
-                for file in written {
-                    eprintln!("numasim: wrote {}", file.display());
-                }
-            }
-            Err(error) => {
-                eprintln!("error: cannot write the plot: {error}");
-                return ExitCode::FAILURE;
-            }
+        let written = report::plot(path, options.machine.name, &rows);
+        if !common::plot::report_written("numasim", written) {
+            return ExitCode::FAILURE;
         }
     }
     ExitCode::SUCCESS

@@ -5,6 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::SystemTime;
 
+#[path = "common/cli.rs"]
+mod cli;
+use cli::{assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir};
+
 const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_sec,stddev,\
                           speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct";
 
@@ -68,29 +72,10 @@ fn locktorture(args: &[&str]) -> Output {
         .expect("cannot start the locktorture example")
 }
 
-/// Asserts exit code 2, no panic, and a stderr that contains every one of `needles`.
+/// Asserts exit code 2, no panic, nothing on stdout, and a stderr that contains every one of
+/// `needles`.
 fn assert_rejected(args: &[&str], needles: &[&str]) {
-    let output = locktorture(args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "args {args:?}; stderr:\n{stderr}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "args {args:?} panicked:\n{stderr}"
-    );
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "args {args:?}: stderr does not mention {needle:?}:\n{stderr}"
-        );
-    }
-    assert!(
-        output.stdout.is_empty(),
-        "args {args:?} printed results on stdout"
-    );
+    assert_rejected_output(args, &locktorture(args), needles);
 }
 
 #[test]
@@ -217,16 +202,10 @@ fn tiny_run_prints_well_formed_csv() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
 
-    let mut lines = stdout.lines();
-    assert_eq!(lines.next(), Some(CSV_HEADER));
-    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert_eq!(stdout.lines().next(), Some(CSV_HEADER));
+    let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 5 * 2, "one row per (lock, threads):\n{stdout}");
 
-    let number = |row: &[&str], column: usize| -> f64 {
-        row[column]
-            .parse()
-            .unwrap_or_else(|_| panic!("column {column} of {row:?} is not a number"))
-    };
     for row in &rows {
         assert_eq!(row.len(), 12, "{row:?}");
         assert!(
@@ -287,11 +266,7 @@ fn speedup_is_empty_without_parking_lot() {
     ]);
     assert_eq!(output.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect())
-        .collect();
+    let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 2, "{stdout}");
     for row in rows {
         assert_eq!(row[8], "", "speedup without parking_lot: {row:?}");
@@ -316,10 +291,9 @@ fn every_workload_runs_and_keeps_its_data_consistent() {
     // Exit code 1 and "MUTUAL EXCLUSION VIOLATED" on stderr if a check after a run failed.
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let workloads: Vec<&str> = stdout
-        .lines()
-        .skip(1)
-        .map(|line| line.split(',').nth(1).unwrap_or(""))
+    let workloads: Vec<&str> = csv_rows(&stdout)
+        .iter()
+        .map(|row| row.get(1).copied().unwrap_or(""))
         .collect();
     assert_eq!(workloads.len(), 5 * 4, "{stdout}");
     for workload in ["empty", "counter", "kv", "freelist"] {
@@ -379,12 +353,11 @@ fn stats_adds_six_columns_with_the_feature_and_is_an_error_without() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let mut lines = stdout.lines();
     assert_eq!(
-        lines.next(),
+        stdout.lines().next(),
         Some(format!("{CSV_HEADER},{STATS_COLUMNS}").as_str())
     );
-    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 5, "{stdout}");
     for row in &rows {
         assert_eq!(row.len(), 18, "{row:?}");
@@ -406,8 +379,7 @@ fn stats_adds_six_columns_with_the_feature_and_is_an_error_without() {
 
 #[test]
 fn plot_writes_an_svg_chart_per_workload() {
-    let dir = std::env::temp_dir().join(format!("locktorture_cli_plot_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("locktorture_cli_plot");
     let file = dir.join("throughput.svg");
     let output = locktorture(&[
         "--locks",
@@ -425,21 +397,17 @@ fn plot_writes_an_svg_chart_per_workload() {
     ]);
     assert_eq!(output.status.code(), Some(0));
     for workload in ["empty", "kv"] {
-        let svg = std::fs::read_to_string(dir.join(format!("throughput-{workload}.svg"))).unwrap();
-        assert!(svg.starts_with("<svg"), "{svg:.100}");
-        for text in [
-            "this machine",
-            workload,
-            "threads",
-            "mcs",
-            "parking_lot",
-            "</svg>",
-        ] {
-            assert!(
-                svg.contains(text),
-                "the {workload} chart does not show {text:?}"
-            );
-        }
+        assert_svg_chart(
+            &dir.join(format!("throughput-{workload}.svg")),
+            &[
+                "this machine",
+                workload,
+                "threads",
+                "mcs",
+                "parking_lot",
+                "</svg>",
+            ],
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+#[path = "common/cli.rs"]
+mod cli;
+use cli::{assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir};
+
 const CSV_HEADER: &str = "machine,lock,workload,threads,sim_ops_per_sec,speedup_vs_mcs,\
                           fairness_factor,max_min,remote_handoff_pct,wait_p99_us,host_ms";
 
@@ -58,27 +62,7 @@ fn numasim(args: &[&str]) -> Output {
 /// Asserts exit code 2, no panic, nothing on stdout, and a stderr that contains every one of
 /// `needles`.
 fn assert_rejected(args: &[&str], needles: &[&str]) {
-    let output = numasim(args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "args {args:?}; stderr:\n{stderr}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "args {args:?} panicked:\n{stderr}"
-    );
-    for needle in needles {
-        assert!(
-            stderr.contains(needle),
-            "args {args:?}: stderr does not mention {needle:?}:\n{stderr}"
-        );
-    }
-    assert!(
-        output.stdout.is_empty(),
-        "args {args:?} printed results on stdout"
-    );
+    assert_rejected_output(args, &numasim(args), needles);
 }
 
 /// A run that must succeed; returns its stdout.
@@ -372,15 +356,9 @@ fn csv_has_the_exact_header_and_one_row_per_run() {
         "--locks",
         "mcs,cna,hq,ttas,spin-mcs",
     ]);
-    let mut lines = stdout.lines();
-    assert_eq!(lines.next(), Some(CSV_HEADER));
-    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    assert_eq!(stdout.lines().next(), Some(CSV_HEADER));
+    let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 5 * 2, "{stdout}");
-    let number = |row: &[&str], column: usize| -> f64 {
-        row[column]
-            .parse()
-            .unwrap_or_else(|_| panic!("column {column} of {row:?} is not a number"))
-    };
     for row in &rows {
         assert_eq!(row.len(), 11, "{row:?}");
         assert_eq!(row[0], "kunpeng920");
@@ -435,13 +413,9 @@ fn packed_placement_keeps_every_handoff_on_one_node() {
             "{stderr}"
         );
         let stdout = String::from_utf8(output.stdout).unwrap();
-        let remote: Vec<(String, f64)> = stdout
-            .lines()
-            .skip(1)
-            .map(|line| {
-                let row: Vec<&str> = line.split(',').collect();
-                (row[1].to_string(), row[8].parse().unwrap())
-            })
+        let remote: Vec<(String, f64)> = csv_rows(&stdout)
+            .iter()
+            .map(|row| (row[1].to_string(), row[8].parse().unwrap()))
             .collect();
         assert_eq!(remote.len(), 5, "{stdout}");
         remote
@@ -459,9 +433,8 @@ fn paths_adds_seven_columns_and_changes_nothing_else() {
     let args = ["--threads", "1,8", "--locks", "mcs,cna,hq,ttas"];
     let plain = tiny(&args);
     let with_paths = tiny(&[&args[..], &["--paths"]].concat());
-    let mut lines = with_paths.lines();
     assert_eq!(
-        lines.next(),
+        with_paths.lines().next(),
         Some(
             CSV_HEADER
                 .replace(
@@ -472,11 +445,10 @@ fn paths_adds_seven_columns_and_changes_nothing_else() {
                 .as_str()
         )
     );
-    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    let rows = csv_rows(&with_paths);
     assert_eq!(rows.len(), 4 * 2, "{with_paths}");
-    for (row, plain_row) in rows.iter().zip(plain.lines().skip(1)) {
+    for (row, plain_row) in rows.iter().zip(csv_rows(&plain)) {
         // The counting is free: every other column but host_ms is as without --paths.
-        let plain_row: Vec<&str> = plain_row.split(',').collect();
         assert_eq!(row[..10], plain_row[..10], "{row:?} vs {plain_row:?}");
         let paths: Vec<&str> = row[10..14].to_vec();
         // Every lock, models included: no handoff alone, else at least one acquisition each.
@@ -515,11 +487,7 @@ fn paths_adds_seven_columns_and_changes_nothing_else() {
 #[test]
 fn speedup_is_empty_without_mcs() {
     let stdout = tiny(&["--threads", "2", "--locks", "cna,ttas"]);
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect())
-        .collect();
+    let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 2, "{stdout}");
     for row in rows {
         assert_eq!(row[5], "", "speedup without mcs: {row:?}");
@@ -600,10 +568,9 @@ fn every_lock_runs_every_workload_and_144_threads() {
         "--store-buffers",
         "off",
     ]);
-    for row in stdout.lines().skip(1) {
-        let cells: Vec<&str> = row.split(',').collect();
-        assert_eq!(cells[6], "0.5000", "equal work, fairness 0.5: {row}");
-        assert_eq!(cells[7], "1.000", "equal work, max/min 1: {row}");
+    for row in csv_rows(&stdout) {
+        assert_eq!(row[6], "0.5000", "equal work, fairness 0.5: {row:?}");
+        assert_eq!(row[7], "1.000", "equal work, max/min 1: {row:?}");
     }
     // Stealing off and the pass-through tunables are accepted and run.
     let stdout = tiny(&[
@@ -629,8 +596,7 @@ fn every_lock_runs_every_workload_and_144_threads() {
 
 #[test]
 fn plot_writes_an_svg_per_workload() {
-    let dir = std::env::temp_dir().join(format!("numasim_cli_plot_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("numasim_cli_plot");
     let one = dir.join("one.svg");
     tiny(&[
         "--threads",
@@ -640,11 +606,10 @@ fn plot_writes_an_svg_per_workload() {
         "--plot",
         one.to_str().unwrap(),
     ]);
-    let svg = std::fs::read_to_string(&one).unwrap();
-    assert!(svg.starts_with("<svg"), "{svg:.100}");
-    for text in ["x5-4", "counter", "threads", "mcs", "ttas", "</svg>"] {
-        assert!(svg.contains(text), "the chart does not show {text:?}");
-    }
+    assert_svg_chart(
+        &one,
+        &["x5-4", "counter", "threads", "mcs", "ttas", "</svg>"],
+    );
     // Two workloads: one file each, named after the workload.
     let two = dir.join("two.svg");
     tiny(&[
@@ -656,8 +621,10 @@ fn plot_writes_an_svg_per_workload() {
         two.to_str().unwrap(),
     ]);
     for workload in ["kv", "locktorture"] {
-        let svg = std::fs::read_to_string(dir.join(format!("two-{workload}.svg"))).unwrap();
-        assert!(svg.contains(workload) && svg.contains("</svg>"));
+        assert_svg_chart(
+            &dir.join(format!("two-{workload}.svg")),
+            &[workload, "</svg>"],
+        );
     }
     assert!(!two.exists());
     std::fs::remove_dir_all(&dir).unwrap();

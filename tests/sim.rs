@@ -29,8 +29,8 @@ mod harness;
 #[path = "../examples/numasim/kernel.rs"]
 mod kernel;
 #[allow(dead_code)]
-#[path = "../examples/common/plot.rs"]
-mod plot;
+#[path = "../examples/common/mod.rs"]
+mod common;
 #[allow(dead_code)]
 #[path = "../examples/numasim/report.rs"]
 mod report;

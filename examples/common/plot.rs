@@ -46,6 +46,75 @@ pub fn files_for(path: &Path, workloads: &[&str]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// One measurement to plot: a lock's rate on a workload with a number of threads.
+pub struct Point<'a> {
+    /// The workload: one chart each.
+    pub workload: &'a str,
+    /// The lock: one line each.
+    pub lock: &'a str,
+    /// The x coordinate.
+    pub threads: usize,
+    /// The y coordinate: critical sections per second.
+    pub rate: f64,
+}
+
+/// Draws rate against threads: one chart per workload (in the order the workloads first appear
+/// in `points`), one line per lock (likewise), titled `title(workload)`; returns the files
+/// written (see [`files_for`]).
+pub fn draw_per_workload(
+    path: &Path,
+    points: &[Point],
+    title: impl Fn(&str) -> String,
+    y_label: &str,
+) -> Result<Vec<PathBuf>, String> {
+    let mut workloads: Vec<&str> = Vec::new();
+    for point in points {
+        if !workloads.contains(&point.workload) {
+            workloads.push(point.workload);
+        }
+    }
+    let files = files_for(path, &workloads);
+    for (&workload, file) in workloads.iter().zip(&files) {
+        let mut series: Vec<Series> = Vec::new();
+        for point in points.iter().filter(|point| point.workload == workload) {
+            let xy = (point.threads, point.rate);
+            match series.iter_mut().find(|s| s.label == point.lock) {
+                Some(line) => line.points.push(xy),
+                None => series.push(Series {
+                    label: point.lock.to_string(),
+                    points: vec![xy],
+                }),
+            }
+        }
+        draw(
+            file,
+            &Chart {
+                title: title(workload),
+                y_label: y_label.to_string(),
+                series,
+            },
+        )?;
+    }
+    Ok(files)
+}
+
+/// Says on stderr what a `--plot` did: `<tool>: wrote FILE` for every file written, or the error.
+/// Returns whether it succeeded.
+pub fn report_written(tool: &str, written: Result<Vec<PathBuf>, String>) -> bool {
+    match written {
+        Ok(files) => {
+            for file in files {
+                eprintln!("{tool}: wrote {}", file.display());
+            }
+            true
+        }
+        Err(error) => {
+            eprintln!("error: cannot write the plot: {error}");
+            false
+        }
+    }
+}
+
 /// Draws `chart` into the SVG file `path`: threads on a logarithmic x axis, throughput from 0 on
 /// the y axis, a line with points per series, a legend.
 pub fn draw(path: &Path, chart: &Chart) -> Result<(), String> {

@@ -14,6 +14,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
+pub use crate::common::cli::Format;
+use crate::common::cli::{List, allowed_names, find_named, parse_unique, split_list};
+
 /// The lock implementations the harness knows, in their default order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockKind {
@@ -71,15 +74,6 @@ impl WorkloadKind {
             Self::FreeList => "freelist",
         }
     }
-}
-
-/// How the results are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// An aligned human-readable table.
-    Table,
-    /// Comma-separated values with a fixed header.
-    Csv,
 }
 
 /// A fully validated command line.
@@ -179,10 +173,6 @@ COLUMNS:
                             keep no statistics)
 
 Progress goes to stderr, results to stdout. Bad input exits with code 2.";
-
-/// A comma list that clap keeps as one value (a `Vec` field would mean "repeatable option").
-#[derive(Clone, Debug)]
-struct List<T>(Vec<T>);
 
 #[derive(Parser, Debug)]
 #[command(
@@ -360,39 +350,31 @@ fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-/// Splits a comma list, rejecting empty items (`1,,2`, a trailing comma, an empty value).
-fn split_list<'a>(flag: &str, value: &'a str) -> Result<Vec<&'a str>, CliError> {
-    let items: Vec<&str> = value.split(',').map(str::trim).collect();
-    if items.iter().any(|item| item.is_empty()) {
-        return Err(CliError(format!(
+/// The items of `flag`'s comma list `value`; an empty item is an error.
+fn split<'a>(flag: &str, value: &'a str) -> Result<Vec<&'a str>, CliError> {
+    split_list(value).ok_or_else(|| {
+        CliError(format!(
             "empty item in {flag} '{value}'; expected {}",
             expected_value(flag)
-        )));
-    }
-    Ok(items)
+        ))
+    })
 }
 
 fn parse_names<T: Copy + PartialEq>(
     flag: &str,
     value: &str,
     all: &[T],
-    name: impl Fn(T) -> &'static str,
+    name: impl Fn(T) -> &'static str + Copy,
     what: &str,
 ) -> Result<List<T>, CliError> {
-    let mut chosen = Vec::new();
-    for item in split_list(flag, value)? {
-        let Some(&kind) = all.iter().find(|&&k| name(k) == item) else {
-            let allowed: Vec<&str> = all.iter().map(|&k| name(k)).collect();
-            return Err(CliError(format!(
+    parse_unique(&split(flag, value)?, |item| {
+        find_named(all, name, item).ok_or_else(|| {
+            CliError(format!(
                 "unknown {what} '{item}' in {flag}; allowed: {}",
-                allowed.join(", ")
-            )));
-        };
-        if !chosen.contains(&kind) {
-            chosen.push(kind);
-        }
-    }
-    Ok(List(chosen))
+                allowed_names(all, name)
+            ))
+        })
+    })
 }
 
 fn parse_number(flag: &str, value: &str, min: u64, max: u64) -> Result<u64, CliError> {
@@ -406,22 +388,13 @@ fn parse_number(flag: &str, value: &str, min: u64, max: u64) -> Result<u64, CliE
 }
 
 fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<List<usize>, CliError> {
-    let mut chosen = Vec::new();
-    for item in split_list(flag, value)? {
-        let n = match item.parse::<u64>() {
-            Ok(n) if (min..=max).contains(&n) => to_usize(n),
-            _ => {
-                return Err(CliError(format!(
-                    "invalid value '{item}' in {flag} '{value}'; expected {}",
-                    expected_value(flag)
-                )));
-            }
-        };
-        if !chosen.contains(&n) {
-            chosen.push(n);
-        }
-    }
-    Ok(List(chosen))
+    parse_unique(&split(flag, value)?, |item| match item.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(to_usize(n)),
+        _ => Err(CliError(format!(
+            "invalid value '{item}' in {flag} '{value}'; expected {}",
+            expected_value(flag)
+        ))),
+    })
 }
 
 // One value parser per option: clap calls them with the value only, and every message names the

@@ -4,7 +4,7 @@
 //! every lock (ours, `parking_lot` and `std`) is measured by exactly the same code.
 
 use crate::cli::{LockKind, WorkloadKind};
-use crate::workload::{Counter, Empty, FreeList, Kv, Workload, XorShift};
+use crate::workload::{Counter, Empty, FreeList, Kv, Workload, rng_for_worker};
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_locks::topology;
 use numa_locks::{CnaMutex, HqMutex, McsMutex};
@@ -289,7 +289,7 @@ where
         topology::set_thread_node(virtual_node);
     }
     let penalty = config.remote_penalty;
-    let mut rng = XorShift::new(id as u64);
+    let mut rng = rng_for_worker(id as u64);
     let mut local = W::Local::default();
     let mut counts = ThreadCounts::default();
 

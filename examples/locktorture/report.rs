@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common::plot::{self, Point};
+use crate::common::report::{fairness, remote_handoff_pct, speedups};
 use crate::harness::{RunResult, WaitHold};
-use crate::plot::{self, Chart, Series};
 
 /// The CSV header, also the table's column names.
 pub const COLUMNS: [&str; 12] = [
@@ -73,7 +74,10 @@ pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
     let rates: Vec<f64> = runs.iter().map(ops_per_sec).collect();
     let (ops_per_sec, stddev) = mean_and_stddev(&rates);
 
-    let shapes: Vec<(f64, f64)> = runs.iter().filter_map(fairness).collect();
+    let shapes: Vec<(f64, f64)> = runs
+        .iter()
+        .filter_map(|run| fairness(&run.per_thread.iter().map(|c| c.ops).collect::<Vec<_>>()))
+        .collect();
     let (fairness_factor, max_min) = if shapes.is_empty() {
         (f64::NAN, f64::NAN)
     } else {
@@ -88,11 +92,7 @@ pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
     let (handoffs, remote) = counts.fold((0u64, 0u64), |(h, r), c| {
         (h + c.handoffs, r + c.remote_handoffs)
     });
-    let remote_handoff_pct = if handoffs == 0 {
-        0.0
-    } else {
-        100.0 * remote as f64 / handoffs as f64
-    };
+    let remote_handoff_pct = remote_handoff_pct(handoffs, remote);
 
     let stats = combine_stats(runs);
     Row {
@@ -134,16 +134,15 @@ fn combine_stats(runs: &[RunResult]) -> Option<WaitHold> {
 
 /// Sets every row's speedup against the parking_lot row of the same workload and thread count.
 pub fn fill_speedups(rows: &mut [Row]) {
-    let baselines: Vec<(&'static str, usize, f64)> = rows
-        .iter()
-        .filter(|row| row.lock == "parking_lot")
-        .map(|row| (row.workload, row.threads, row.ops_per_sec))
-        .collect();
-    for row in rows {
-        row.speedup = baselines
-            .iter()
-            .find(|&&(workload, threads, _)| workload == row.workload && threads == row.threads)
-            .map(|&(_, _, baseline)| row.ops_per_sec / baseline);
+    let speedups = speedups(rows.iter().map(|row| {
+        (
+            row.lock == "parking_lot",
+            (row.workload, row.threads),
+            row.ops_per_sec,
+        )
+    }));
+    for (row, speedup) in rows.iter_mut().zip(speedups) {
+        row.speedup = speedup;
     }
 }
 
@@ -160,27 +159,6 @@ fn mean_and_stddev(samples: &[f64]) -> (f64, f64) {
     }
     let variance = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, variance.sqrt())
-}
-
-/// (fairness factor, max/min) of one run; `None` when no thread completed anything.
-///
-/// The fairness factor is the share of all ops done by the busiest `ceil(n/2)` threads: 0.5 when
-/// every thread did the same amount (for even n), 1.0 when the busiest half did everything.
-fn fairness(run: &RunResult) -> Option<(f64, f64)> {
-    let mut ops: Vec<u64> = run.per_thread.iter().map(|c| c.ops).collect();
-    ops.sort_unstable_by(|a, b| b.cmp(a));
-    let total: u64 = ops.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let busiest_half: u64 = ops.iter().take(ops.len().div_ceil(2)).sum();
-    let (max, min) = (ops[0], ops[ops.len() - 1]);
-    let max_min = if min == 0 {
-        f64::INFINITY
-    } else {
-        max as f64 / min as f64
-    };
-    Some((busiest_half as f64 / total as f64, max_min))
 }
 
 /// The header: [`COLUMNS`], and [`STATS_COLUMNS`] with `--stats`.
@@ -222,79 +200,34 @@ fn cells(row: &Row, missing: &str, stats: bool) -> Vec<String> {
 /// The header and one line per row, comma-separated; an absent speedup or statistic is an empty
 /// field. The statistics columns only with `stats`.
 pub fn print_csv(rows: &[Row], stats: bool) {
-    println!("{}", header(stats).join(","));
-    for row in rows {
-        println!("{}", cells(row, "", stats).join(","));
-    }
+    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "", stats)).collect();
+    crate::common::report::print_csv(&header(stats), &lines);
 }
 
 /// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
 /// speedup or statistic is `-`. A blank line separates workloads.
 pub fn print_table(rows: &[Row], stats: bool) {
-    let header: Vec<String> = header(stats).iter().map(|c| c.to_string()).collect();
     let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "-", stats)).collect();
-    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
-    for line in &lines {
-        for (width, cell) in widths.iter_mut().zip(line) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    let format_line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(column, (cell, &width))| {
-                if column < 2 {
-                    format!("{cell:<width$}")
-                } else {
-                    format!("{cell:>width$}")
-                }
-            })
-            .collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    println!("{}", format_line(&header));
-    let mut previous_workload = None;
-    for (row, line) in rows.iter().zip(&lines) {
-        if previous_workload.is_some_and(|w| w != row.workload) {
-            println!();
-        }
-        previous_workload = Some(row.workload);
-        println!("{}", format_line(line));
-    }
+    let workloads: Vec<&str> = rows.iter().map(|row| row.workload).collect();
+    crate::common::report::print_table(&header(stats), &lines, 2, &workloads);
 }
 
 /// Draws ops_per_sec against threads, one line per lock and one chart per workload; returns the
 /// files written (see [`plot::files_for`]).
 pub fn plot(path: &Path, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
-    let mut workloads: Vec<&str> = Vec::new();
-    for row in rows {
-        if !workloads.contains(&row.workload) {
-            workloads.push(row.workload);
-        }
-    }
-    let files = plot::files_for(path, &workloads);
-    for (&workload, file) in workloads.iter().zip(&files) {
-        let mut series: Vec<Series> = Vec::new();
-        for row in rows.iter().filter(|row| row.workload == workload) {
-            let point = (row.threads, row.ops_per_sec);
-            match series.iter_mut().find(|s| s.label == row.lock) {
-                Some(line) => line.points.push(point),
-                None => series.push(Series {
-                    label: row.lock.to_string(),
-                    points: vec![point],
-                }),
-            }
-        }
-        plot::draw(
-            file,
-            &Chart {
-                title: format!("locktorture: this machine, workload {workload}"),
-                y_label: "critical sections per second (mean over runs)".to_string(),
-                series,
-            },
-        )?;
-    }
-    Ok(files)
+    let points: Vec<Point> = rows
+        .iter()
+        .map(|row| Point {
+            workload: row.workload,
+            lock: row.lock,
+            threads: row.threads,
+            rate: row.ops_per_sec,
+        })
+        .collect();
+    plot::draw_per_workload(
+        path,
+        &points,
+        |workload| format!("locktorture: this machine, workload {workload}"),
+        "critical sections per second (mean over runs)",
+    )
 }

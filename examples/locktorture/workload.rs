@@ -8,27 +8,15 @@ use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::hint::black_box;
 
-/// A xorshift64 generator: three shifts and three xors, a couple of ns per number.
-#[derive(Clone, Debug)]
-pub struct XorShift(u64);
+use crate::common::workload::XorShift;
+use crate::common::workload::{
+    KV_KEYS, check_free_list, free_list_len, fresh_links, kv_key, kv_put,
+};
 
-impl XorShift {
-    /// A generator for stream `seed`; distinct seeds give distinct streams.
-    pub fn new(seed: u64) -> Self {
-        // Spread small seeds over the whole word; xorshift's state must never be 0.
-        Self((seed.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    /// The next pseudo-random number.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
+/// The generator of worker `id`; distinct ids give distinct streams.
+pub fn rng_for_worker(id: u64) -> XorShift {
+    // Spread small ids over the whole word (odd, so never 0).
+    XorShift::new((id.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
 }
 
 /// The protected state of one workload and the operation a critical section performs on it.
@@ -112,9 +100,6 @@ impl Workload for Counter {
     }
 }
 
-/// The number of keys in the `kv` map.
-const KV_KEYS: u64 = 65_536;
-
 /// `kv`: a shared `HashMap<u64, u64>` holding the keys `0..KV_KEYS`.
 pub struct Kv {
     map: HashMap<u64, u64>,
@@ -138,16 +123,14 @@ impl Workload for Kv {
         }
     }
 
-    /// `key = r1 % (r2 % KV_KEYS + 1)`: the bound is uniform, so small keys are far more likely
-    /// than large ones (P(key = k) is about ln(KV_KEYS / k) / KV_KEYS), a cheap zipf-like skew.
-    /// One operation in ten is a put (decided by bits of `r2` the bound does not use).
+    /// A skewed key ([`kv_key`]); one operation in ten is a put ([`kv_put`]).
     fn prepare(rng: &mut XorShift) -> KvOp {
         let r1 = rng.next_u64();
         let r2 = rng.next_u64();
         KvOp {
-            key: r1 % (r2 % KV_KEYS + 1),
+            key: kv_key(r1, r2),
             value: r1,
-            put: (r2 >> 32).is_multiple_of(10),
+            put: kv_put(r2),
         }
     }
 
@@ -172,9 +155,6 @@ impl Workload for Kv {
         }
     }
 }
-
-/// "No block": the end of the free list.
-const NIL: u32 = u32::MAX;
 
 /// One allocatable block, a cache line like a `struct page`.
 #[repr(align(64))]
@@ -218,13 +198,9 @@ impl Workload for FreeList {
     type Local = Option<u32>;
 
     fn new(threads: usize) -> Self {
-        // At least one block more than threads, so `pop` always succeeds.
-        let len = u32::try_from(threads.saturating_mul(2).max(4096)).unwrap_or(NIL - 1);
-        let blocks = (0..len)
-            .map(|i| Block {
-                next: if i + 1 < len { i + 1 } else { NIL },
-                stamp: 0,
-            })
+        let len = free_list_len(threads);
+        let blocks = fresh_links(len)
+            .map(|next| Block { next, stamp: 0 })
             .collect();
         FreeList {
             blocks,
@@ -252,28 +228,8 @@ impl Workload for FreeList {
     /// Every block is either on the list exactly once or held by a thread (at most one each), and
     /// the `free` count matches the list.
     fn check(&self, _ops: u64) -> Result<(), String> {
-        let mut on_list = vec![false; self.blocks.len()];
-        let mut block = self.head;
-        let mut listed = 0u64;
-        while block != NIL {
-            let Some(seen) = on_list.get_mut(block as usize) else {
-                return Err(format!(
-                    "the list links to block {block}, which does not exist"
-                ));
-            };
-            if *seen {
-                return Err(format!("block {block} is on the list twice (a cycle)"));
-            }
-            *seen = true;
-            listed += 1;
-            block = self.blocks[block as usize].next;
-        }
-        if listed != self.free {
-            return Err(format!(
-                "{listed} blocks on the list, but the free count is {}",
-                self.free
-            ));
-        }
-        Ok(())
+        check_free_list(self.head, self.free, self.blocks.len(), |block| {
+            self.blocks[block as usize].next
+        })
     }
 }

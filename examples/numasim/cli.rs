@@ -12,6 +12,10 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use numa_sim::Machine;
 
+pub use crate::common::cli::Format;
+use crate::common::cli::List;
+use crate::common::cli::{allowed_names, find_named, parse_unique, split_list};
+
 /// The locks `numasim` can run, in their default order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockKind {
@@ -102,16 +106,6 @@ impl WorkloadKind {
     }
 }
 
-/// How the results are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    // (No doc comments on the variants: clap would list them as the values' help.)
-    // An aligned human-readable table.
-    Table,
-    // Comma-separated values with a fixed header.
-    Csv,
-}
-
 /// Where the simulated threads are pinned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Placement {
@@ -150,10 +144,6 @@ pub enum Switch {
     On,
     Off,
 }
-
-/// A comma list that clap keeps as one value (a `Vec` field would mean "repeatable option").
-#[derive(Clone, Debug)]
-pub struct List<T>(pub Vec<T>);
 
 /// The thread counts of the default sweep (those above the machine's hardware threads dropped).
 const DEFAULT_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 72];
@@ -501,35 +491,23 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Splits a comma list, rejecting empty items (`1,,2`, a trailing comma, an empty value).
-fn split_list<'a>(value: &'a str, expected: &str) -> Result<Vec<&'a str>, String> {
-    let items: Vec<&str> = value.split(',').map(str::trim).collect();
-    if items.iter().any(|item| item.is_empty()) {
-        return Err(format!("empty item in the list; expected {expected}"));
-    }
-    Ok(items)
+/// The items of the comma list `value`; an empty item is an error that says what is expected.
+fn split<'a>(value: &'a str, expected: &str) -> Result<Vec<&'a str>, String> {
+    split_list(value).ok_or_else(|| format!("empty item in the list; expected {expected}"))
 }
 
 fn parse_names<T: Copy + PartialEq>(
     value: &str,
     all: &[T],
-    name: impl Fn(T) -> &'static str,
+    name: impl Fn(T) -> &'static str + Copy,
     what: &str,
 ) -> Result<List<T>, String> {
-    let allowed: Vec<&str> = all.iter().map(|&k| name(k)).collect();
-    let allowed = allowed.join(", ");
-    let mut chosen = Vec::new();
-    for item in split_list(value, &format!("a comma list; allowed: {allowed}"))? {
-        let kind = all
-            .iter()
-            .copied()
-            .find(|&k| name(k) == item)
-            .ok_or_else(|| format!("unknown {what} '{item}'; allowed: {allowed}"))?;
-        if !chosen.contains(&kind) {
-            chosen.push(kind);
-        }
-    }
-    Ok(List(chosen))
+    let allowed = allowed_names(all, name);
+    let items = split(value, &format!("a comma list; allowed: {allowed}"))?;
+    parse_unique(&items, |item| {
+        find_named(all, name, item)
+            .ok_or_else(|| format!("unknown {what} '{item}'; allowed: {allowed}"))
+    })
 }
 
 fn parse_locks(value: &str) -> Result<List<LockKind>, String> {
@@ -545,21 +523,14 @@ fn parse_threads(value: &str) -> Result<List<usize>, String> {
         "a comma list of integers from 1 to the machine's hardware threads (at most {}), e.g. 1,2,4,8",
         numa_sim::MAX_HW_THREADS
     );
-    let mut chosen = Vec::new();
-    for item in split_list(value, &expected)? {
-        let n = match item.parse::<usize>() {
-            Ok(n) if (1..=numa_sim::MAX_HW_THREADS).contains(&n) => n,
-            _ => {
-                return Err(format!(
-                    "'{item}' is not a thread count; expected {expected}"
-                ));
-            }
-        };
-        if !chosen.contains(&n) {
-            chosen.push(n);
+    parse_unique(&split(value, &expected)?, |item| {
+        match item.parse::<usize>() {
+            Ok(n) if (1..=numa_sim::MAX_HW_THREADS).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "'{item}' is not a thread count; expected {expected}"
+            )),
         }
-    }
-    Ok(List(chosen))
+    })
 }
 
 /// A non-negative number of microseconds; the setters check the range.

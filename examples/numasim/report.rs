@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use numa_locks::PathEvent;
 
+use crate::common::plot::{self, Point};
+use crate::common::report::{fairness, remote_handoff_pct, speedups};
 use crate::harness::RunResult;
-use crate::plot::{self, Chart, Series};
 
 /// The CSV header, also the table's column names.
 pub const COLUMNS: [&str; 11] = [
@@ -149,7 +150,7 @@ pub struct Row {
 /// Summarises one run; `speedup` is left for [`fill_speedups`].
 pub fn summarize(key: RowKey, run: &RunResult) -> Row {
     let ops: Vec<u64> = run.per_thread.iter().map(|c| c.ops).collect();
-    let (fairness_factor, max_min) = fairness(&ops);
+    let (fairness_factor, max_min) = fairness(&ops).unwrap_or((f64::NAN, f64::NAN));
     let (handoffs, remote) = run.per_thread.iter().fold((0u64, 0u64), |(h, r), c| {
         (h + c.handoffs, r + c.remote_handoffs)
     });
@@ -159,11 +160,7 @@ pub fn summarize(key: RowKey, run: &RunResult) -> Row {
         speedup: None,
         fairness_factor,
         max_min,
-        remote_handoff_pct: if handoffs == 0 {
-            0.0
-        } else {
-            100.0 * remote as f64 / handoffs as f64
-        },
+        remote_handoff_pct: remote_handoff_pct(handoffs, remote),
         wait_p99_us: run.wait_quantile_ns(0.99).map(|ns| f64::from(ns) / 1e3),
         acq_per_handoff: (handoffs > 0).then(|| run.total_ops() as f64 / handoffs as f64),
         alternation: Alternation::from_windows(&run.windows),
@@ -172,40 +169,18 @@ pub fn summarize(key: RowKey, run: &RunResult) -> Row {
     }
 }
 
-/// (fairness factor, max/min) of per-thread op counts, as locktorture computes them.
-fn fairness(ops: &[u64]) -> (f64, f64) {
-    let mut sorted = ops.to_vec();
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
-    let total: u64 = sorted.iter().sum();
-    if total == 0 {
-        return (f64::NAN, f64::NAN);
-    }
-    let busiest_half: u64 = sorted.iter().take(sorted.len().div_ceil(2)).sum();
-    let (max, min) = (sorted[0], sorted[sorted.len() - 1]);
-    let max_min = if min == 0 {
-        f64::INFINITY
-    } else {
-        max as f64 / min as f64
-    };
-    (busiest_half as f64 / total as f64, max_min)
-}
-
 /// Sets every row's speedup against the mcs row of the same machine, workload and threads.
 pub fn fill_speedups(rows: &mut [Row]) {
-    let baselines: Vec<(RowKey, f64)> = rows
-        .iter()
-        .filter(|row| row.key.lock == "mcs")
-        .map(|row| (row.key, row.ops_per_sec))
-        .collect();
-    for row in rows {
-        row.speedup = baselines
-            .iter()
-            .find(|(key, _)| {
-                key.machine == row.key.machine
-                    && key.workload == row.key.workload
-                    && key.threads == row.key.threads
-            })
-            .map(|&(_, baseline)| row.ops_per_sec / baseline);
+    let speedups = speedups(rows.iter().map(|row| {
+        let key = row.key;
+        (
+            key.lock == "mcs",
+            (key.machine, key.workload, key.threads),
+            row.ops_per_sec,
+        )
+    }));
+    for (row, speedup) in rows.iter_mut().zip(speedups) {
+        row.speedup = speedup;
     }
 }
 
@@ -249,81 +224,35 @@ fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
 
 /// The header and one line per row, comma-separated; an absent speedup is an empty field.
 pub fn print_csv(rows: &[Row], paths: bool) {
-    println!("{}", columns(paths).join(","));
-    for row in rows {
-        println!("{}", cells(row, "", paths).join(","));
-    }
+    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "", paths)).collect();
+    crate::common::report::print_csv(&columns(paths), &lines);
 }
 
 /// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
 /// speedup is `-`. A blank line separates workloads. `host_ms` is the last column, so its
 /// width cannot shift the others.
 pub fn print_table(rows: &[Row], paths: bool) {
-    let header = columns(paths);
     let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "-", paths)).collect();
-    let mut widths: Vec<usize> = header.iter().map(|c| c.len()).collect();
-    for line in &lines {
-        for (width, cell) in widths.iter_mut().zip(line) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    let format_line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(column, (cell, width))| {
-                if column < 3 {
-                    format!("{cell:<width$}")
-                } else {
-                    format!("{cell:>width$}")
-                }
-            })
-            .collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let header: Vec<String> = header.iter().map(|c| c.to_string()).collect();
-    println!("{}", format_line(&header));
-    let mut previous_workload = None;
-    for (row, line) in rows.iter().zip(&lines) {
-        if previous_workload.is_some_and(|w| w != row.key.workload) {
-            println!();
-        }
-        previous_workload = Some(row.key.workload);
-        println!("{}", format_line(line));
-    }
+    let workloads: Vec<&str> = rows.iter().map(|row| row.key.workload).collect();
+    crate::common::report::print_table(&columns(paths), &lines, 3, &workloads);
 }
 
 /// Draws simulated throughput against threads, one line per lock and one chart per workload;
 /// returns the files written (see [`plot::files_for`]).
 pub fn plot(path: &Path, machine: &str, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
-    let mut workloads: Vec<&str> = Vec::new();
-    for row in rows {
-        if !workloads.contains(&row.key.workload) {
-            workloads.push(row.key.workload);
-        }
-    }
-    let files = plot::files_for(path, &workloads);
-    for (&workload, file) in workloads.iter().zip(&files) {
-        let mut series: Vec<Series> = Vec::new();
-        for row in rows.iter().filter(|row| row.key.workload == workload) {
-            let point = (row.key.threads, row.ops_per_sec);
-            match series.iter_mut().find(|s| s.label == row.key.lock) {
-                Some(line) => line.points.push(point),
-                None => series.push(Series {
-                    label: row.key.lock.to_string(),
-                    points: vec![point],
-                }),
-            }
-        }
-        plot::draw(
-            file,
-            &Chart {
-                title: format!("numasim: {machine} (simulated), workload {workload}"),
-                y_label: "critical sections per simulated second".to_string(),
-                series,
-            },
-        )?;
-    }
-    Ok(files)
+    let points: Vec<Point> = rows
+        .iter()
+        .map(|row| Point {
+            workload: row.key.workload,
+            lock: row.key.lock,
+            threads: row.key.threads,
+            rate: row.ops_per_sec,
+        })
+        .collect();
+    plot::draw_per_workload(
+        path,
+        &points,
+        |workload| format!("numasim: {machine} (simulated), workload {workload}"),
+        "critical sections per simulated second",
+    )
 }

@@ -12,6 +12,8 @@
 //! list's head, locktorture's `lock_is_write_held` flag), or, for `lockbench`, whose counter
 //! sits beside the lock, the lock's own line.
 
+pub use crate::common::workload::XorShift;
+use crate::common::workload::{NIL, check_free_list, free_list_len, fresh_links, kv_key, kv_put};
 use crate::harness::RunConfig;
 
 /// One simulated 64-byte cache line.
@@ -24,29 +26,6 @@ impl Line {
 
     fn addr(&self) -> *const u8 {
         self.0.as_ptr()
-    }
-}
-
-/// A xorshift64 generator (the workloads' random choices; seeded from `numa_sim::thread_seed`,
-/// so runs repeat exactly).
-#[derive(Clone, Debug)]
-pub struct XorShift(u64);
-
-impl XorShift {
-    /// A generator started from `seed` (0 is replaced: xorshift's state must never be 0).
-    pub fn new(seed: u64) -> Self {
-        Self(seed.max(1))
-    }
-
-    /// The next pseudo-random number.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
     }
 }
 
@@ -144,8 +123,6 @@ impl Workload for Counter {
     }
 }
 
-/// Keys in the `kv` map (as in locktorture).
-const KV_KEYS: u64 = 65_536;
 /// Buckets of the simulated hash table: hashbrown's for 65536 entries (load factor at most 7/8,
 /// rounded up to a power of two).
 const KV_BUCKETS: usize = 131_072;
@@ -189,14 +166,13 @@ impl Workload for Kv {
         }
     }
 
-    /// As locktorture: `key = r1 % (r2 % KV_KEYS + 1)`, small keys far more likely (a cheap
-    /// zipf-like skew); one operation in ten is a put.
+    /// As locktorture: a skewed key ([`kv_key`]), one operation in ten a put ([`kv_put`]).
     fn prepare(rng: &mut XorShift, _threads: usize, _locks: usize) -> KvOp {
         let r1 = rng.next_u64();
         let r2 = rng.next_u64();
         KvOp {
-            key: r1 % (r2 % KV_KEYS + 1),
-            put: (r2 >> 32).is_multiple_of(10),
+            key: kv_key(r1, r2),
+            put: kv_put(r2),
         }
     }
 
@@ -233,9 +209,6 @@ impl Workload for Kv {
     }
 }
 
-/// "No block": the end of the free list.
-const NIL: u32 = u32::MAX;
-
 /// One allocatable block, a cache line like a `struct page`.
 #[repr(align(64))]
 struct Block {
@@ -259,14 +232,9 @@ impl Workload for FreeList {
     type Local = Option<u32>;
 
     fn new(threads: usize) -> Self {
-        // At least one block more than threads, so a pop always succeeds.
-        let len = u32::try_from(threads.saturating_mul(2).max(4096)).unwrap_or(NIL - 1);
+        let len = free_list_len(threads);
         FreeList {
-            blocks: (0..len)
-                .map(|i| Block {
-                    next: if i + 1 < len { i + 1 } else { NIL },
-                })
-                .collect(),
+            blocks: fresh_links(len).map(|next| Block { next }).collect(),
             head: 0,
             free: u64::from(len),
         }
@@ -310,29 +278,9 @@ impl Workload for FreeList {
 
     /// Every block is on the list at most once, and the free count matches the list.
     fn check(&self, _entries: u64) -> Result<(), String> {
-        let mut on_list = vec![false; self.blocks.len()];
-        let mut block = self.head;
-        let mut listed = 0u64;
-        while block != NIL {
-            let Some(seen) = on_list.get_mut(block as usize) else {
-                return Err(format!(
-                    "the list links to block {block}, which does not exist"
-                ));
-            };
-            if *seen {
-                return Err(format!("block {block} is on the list twice (a cycle)"));
-            }
-            *seen = true;
-            listed += 1;
-            block = self.blocks[block as usize].next;
-        }
-        if listed != self.free {
-            return Err(format!(
-                "{listed} blocks on the list, but the free count is {}",
-                self.free
-            ));
-        }
-        Ok(())
+        check_free_list(self.head, self.free, self.blocks.len(), |block| {
+            self.blocks[block as usize].next
+        })
     }
 }
 

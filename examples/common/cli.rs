@@ -1,0 +1,51 @@
+//! What the two tools' command lines share: the comma lists (`--locks mcs,cna`, `--threads
+//! 1,2,4`) and the output format. Each tool words its own error messages (they name its options
+//! and limits), so the helpers here report *what* is wrong and leave the words to the caller.
+
+/// A comma list that clap keeps as one value (a `Vec` field would mean "repeatable option").
+#[derive(Clone, Debug)]
+pub struct List<T>(pub Vec<T>);
+
+/// How the results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    // (No doc comments on the variants: clap would list them as the values' help.)
+    // An aligned human-readable table.
+    Table,
+    // Comma-separated values with a fixed header.
+    Csv,
+}
+
+/// The items of a comma list, trimmed; `None` if one is empty (`1,,2`, a trailing comma, an
+/// empty value).
+pub fn split_list(value: &str) -> Option<Vec<&str>> {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    (!items.iter().any(|item| item.is_empty())).then_some(items)
+}
+
+/// `items` parsed one by one with `parse` (the first error is returned), in order, a repeated
+/// value kept once (where it first stands).
+pub fn parse_unique<T: PartialEq, E>(
+    items: &[&str],
+    mut parse: impl FnMut(&str) -> Result<T, E>,
+) -> Result<List<T>, E> {
+    let mut chosen = Vec::new();
+    for item in items {
+        let value = parse(item)?;
+        if !chosen.contains(&value) {
+            chosen.push(value);
+        }
+    }
+    Ok(List(chosen))
+}
+
+/// The value of `all` named `item` (`name` gives each one's name).
+pub fn find_named<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, item: &str) -> Option<T> {
+    all.iter().copied().find(|&value| name(value) == item)
+}
+
+/// The names of `all`, comma-separated: what an error message says is allowed.
+pub fn allowed_names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
+    let names: Vec<&str> = all.iter().map(|&value| name(value)).collect();
+    names.join(", ")
+}
