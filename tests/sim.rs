@@ -23,14 +23,14 @@ mod baselines;
 #[path = "../examples/numasim/cli.rs"]
 mod cli;
 #[allow(dead_code)]
+#[path = "../examples/common/mod.rs"]
+mod common;
+#[allow(dead_code)]
 #[path = "../examples/numasim/harness.rs"]
 mod harness;
 #[allow(dead_code)]
 #[path = "../examples/numasim/kernel.rs"]
 mod kernel;
-#[allow(dead_code)]
-#[path = "../examples/common/mod.rs"]
-mod common;
 #[allow(dead_code)]
 #[path = "../examples/numasim/report.rs"]
 mod report;
