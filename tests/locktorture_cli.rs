@@ -13,7 +13,7 @@ const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_se
                           speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct";
 
 const ALL_LOCKS: &str = "mcs, cna, hq, parking_lot, std";
-const ALL_WORKLOADS: &str = "empty, counter, kv, freelist";
+const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer";
 
 /// The example binary that `cargo test` builds next to the test binaries
 /// (target/<profile>/examples/locktorture), if it exists and is newer than every source it is
@@ -277,7 +277,7 @@ fn speedup_is_empty_without_parking_lot() {
 fn every_workload_runs_and_keeps_its_data_consistent() {
     let output = locktorture(&[
         "--workload",
-        "empty,counter,kv,freelist",
+        "empty,counter,kv,freelist,hammer",
         "--duration-ms",
         "10",
         "--runs",
@@ -295,8 +295,8 @@ fn every_workload_runs_and_keeps_its_data_consistent() {
         .iter()
         .map(|row| row.get(1).copied().unwrap_or(""))
         .collect();
-    assert_eq!(workloads.len(), 5 * 4, "{stdout}");
-    for workload in ["empty", "counter", "kv", "freelist"] {
+    assert_eq!(workloads.len(), 5 * 5, "{stdout}");
+    for workload in ["empty", "counter", "kv", "freelist", "hammer"] {
         assert_eq!(
             workloads.iter().filter(|&&w| w == workload).count(),
             5,

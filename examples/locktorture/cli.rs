@@ -59,11 +59,19 @@ pub enum WorkloadKind {
     Kv,
     /// Pop and push at the head of a shared free list.
     FreeList,
+    /// One shared counter, with about 1 µs of spinning between acquisitions.
+    Hammer,
 }
 
 impl WorkloadKind {
     /// Every workload, in the order the help lists them.
-    pub const ALL: [WorkloadKind; 4] = [Self::Empty, Self::Counter, Self::Kv, Self::FreeList];
+    pub const ALL: [WorkloadKind; 5] = [
+        Self::Empty,
+        Self::Counter,
+        Self::Kv,
+        Self::FreeList,
+        Self::Hammer,
+    ];
 
     /// The name used on the command line and in the output.
     pub fn name(self) -> &'static str {
@@ -72,6 +80,7 @@ impl WorkloadKind {
             Self::Counter => "counter",
             Self::Kv => "kv",
             Self::FreeList => "freelist",
+            Self::Hammer => "hammer",
         }
     }
 }
@@ -139,8 +148,10 @@ WORKLOADS (what one critical section does):
                 (key = r1 % (r2 % 65536 + 1)); 90% get, 10% put
     freelist    pops a 64-byte block from the head of a shared index-linked free list and pushes
                 back the block the thread popped last time (a page allocator's zone lock)
-    Between acquisitions every thread does a few ns of local work (xorshift PRNG rounds), so the
-    lock stays hot.
+    hammer      increments one shared counter, then spins about 1 us (a clock-timed loop)
+                before the next acquisition: the loop a new user writes to try a lock
+    Between acquisitions every thread also does a few ns of local work (xorshift PRNG rounds),
+    so the lock stays hot.
 
 COLUMNS:
     ops_per_sec             critical sections per second, all threads; mean over runs
@@ -204,7 +215,7 @@ struct Args {
           value_parser = parse_runs, allow_hyphen_values = true)]
     runs: usize,
 
-    /// Comma list of critical sections; allowed: empty, counter, kv, freelist (see WORKLOADS)
+    /// Comma list of critical sections; allowed: empty, counter, kv, freelist, hammer (see WORKLOADS)
     #[arg(long, value_name = "LIST", default_value = "counter",
           value_parser = parse_workloads, allow_hyphen_values = true)]
     workload: List<WorkloadKind>,
@@ -330,7 +341,7 @@ fn describe(error: &clap::Error) -> String {
 fn expected_value(flag: &str) -> String {
     match flag {
         "--locks" => "a comma list; allowed: mcs, cna, hq, parking_lot, std".to_string(),
-        "--workload" => "a comma list; allowed: empty, counter, kv, freelist".to_string(),
+        "--workload" => "a comma list; allowed: empty, counter, kv, freelist, hammer".to_string(),
         "--threads" => {
             format!("a comma list of integers from 1 to {MAX_THREADS}, e.g. 1,2,4,8")
         }

@@ -4,7 +4,7 @@
 //! every lock (ours, `parking_lot` and `std`) is measured by exactly the same code.
 
 use crate::cli::{LockKind, WorkloadKind};
-use crate::workload::{Counter, Empty, FreeList, Kv, Workload, rng_for_worker};
+use crate::workload::{Counter, Empty, FreeList, Hammer, Kv, Workload, rng_for_worker};
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_locks::topology;
 use numa_locks::{CnaMutex, HqMutex, McsMutex};
@@ -174,6 +174,7 @@ pub fn run_once(lock: LockKind, workload: WorkloadKind, config: &RunConfig) -> R
         WorkloadKind::Counter => run_workload::<Counter>(lock, config),
         WorkloadKind::Kv => run_workload::<Kv>(lock, config),
         WorkloadKind::FreeList => run_workload::<FreeList>(lock, config),
+        WorkloadKind::Hammer => run_workload::<Hammer>(lock, config),
     }
 }
 

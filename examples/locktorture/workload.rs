@@ -100,6 +100,50 @@ impl Workload for Counter {
     }
 }
 
+/// `hammer`: one shared counter, and about 1 µs of spinning between acquisitions (in
+/// [`Workload::prepare`], outside the lock): the loop a new user writes to try a lock, where a
+/// thread comes back to the lock while the others still wait.
+pub struct Hammer {
+    counter: CachePadded<u64>,
+}
+
+/// The spin between two of `hammer`'s acquisitions.
+const HAMMER_SPIN: std::time::Duration = std::time::Duration::from_micros(1);
+
+impl Workload for Hammer {
+    type Input = ();
+    type Local = ();
+
+    fn new(_threads: usize) -> Self {
+        Hammer {
+            counter: CachePadded::new(0),
+        }
+    }
+
+    fn prepare(_rng: &mut XorShift) {
+        let start = std::time::Instant::now();
+        while start.elapsed() < HAMMER_SPIN {
+            std::hint::spin_loop();
+        }
+    }
+
+    #[inline]
+    fn critical_section(&mut self, (): (), _local: &mut ()) {
+        *self.counter = self.counter.wrapping_add(1);
+    }
+
+    /// A plain read-modify-write: two threads inside the lock at once lose an increment.
+    fn check(&self, ops: u64) -> Result<(), String> {
+        if *self.counter != ops {
+            return Err(format!(
+                "the counter is {}, but {ops} critical sections ran (lost updates)",
+                *self.counter
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `kv`: a shared `HashMap<u64, u64>` holding the keys `0..KV_KEYS`.
 pub struct Kv {
     map: HashMap<u64, u64>,
