@@ -58,17 +58,22 @@ pub(crate) struct QNode {
 /// | `WAITING` (0)            | queued behind another waiter, spinning                           |
 /// | `PARKED` (1)             | queued, asleep (or about to sleep) on this word: a change must `unpark` |
 /// | `ABANDONED` (2)          | a timed waiter gave up: the node belongs to the queue, which skips it |
+/// | `NEXT` (3)               | queued, marked by the queue head as the next head: spinning, and it neither parks nor abandons until the head takes the mark back or makes it head |
 /// | `HEAD \| payload << 3`   | this waiter is now the queue head; `payload` is lock-specific    |
 ///
 /// Transitions: the owner writes `WAITING` before it publishes the node; the owner sets
 /// `WAITING → PARKED` (CAS) before sleeping; the predecessor (or, for CNA and HQ, the head that
 /// passes headship) swaps in `HEAD | payload` with release ordering and unparks if it saw `PARKED`;
-/// the current head may pre-wake its successor with `PARKED → WAITING` plus an unpark. A timed
-/// waiter whose deadline passed sets `WAITING | PARKED → ABANDONED` (CAS, so exactly one of the
-/// swap and the abandonment wins) and never touches the node again; the thread that then swaps
-/// `HEAD` in sees `ABANDONED`, owns the node, passes headship on from it and recycles it. `HEAD`
-/// is never taken back. The payload (29 bits) carries a queue index or a counter: `HEAD` is a
-/// bit of its own, so "go with payload 0" differs from every other state.
+/// the current head may pre-wake its successor with `PARKED → WAITING` plus an unpark, or mark
+/// it with `WAITING | PARKED → NEXT` (CAS, plus an unpark from `PARKED`) and later take the mark
+/// back with `NEXT → WAITING` (CAS). While a node is `NEXT` only the head that marked it writes
+/// its status, so that head may make it head with a plain release store of `HEAD | payload`: no
+/// read-modify-write on the handoff's path (`raw::mark_next`). A timed waiter whose deadline
+/// passed sets `WAITING | PARKED → ABANDONED` (CAS, so exactly one of the swap and the
+/// abandonment wins; never from `NEXT`) and never touches the node again; the thread that then
+/// swaps `HEAD` in sees `ABANDONED`, owns the node, passes headship on from it and recycles it.
+/// `HEAD` is never taken back. The payload (29 bits) carries a queue index or a counter: `HEAD`
+/// is a bit of its own, so "go with payload 0" differs from every other state.
 pub(crate) mod status {
     /// Queued, not head.
     pub(crate) const WAITING: u32 = 0;
@@ -76,6 +81,8 @@ pub(crate) mod status {
     pub(crate) const PARKED: u32 = 1;
     /// Given up by a timed waiter; the queue skips and recycles it.
     pub(crate) const ABANDONED: u32 = 2;
+    /// Marked by the queue head as the next head: spinning, committed not to park or abandon.
+    pub(crate) const NEXT: u32 = 3;
     /// Head of the queue: may contend for the lock word.
     pub(crate) const HEAD: u32 = 4;
     /// Shift of the lock-specific payload that travels with `HEAD`.

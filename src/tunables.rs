@@ -32,18 +32,22 @@ pub const DEFAULT_STEALING: bool = true;
 /// Default time the queue head tolerates being overtaken by stealers before it forbids
 /// stealing: 1 ms (parking_lot's eventual-fairness timeout is 0.5 ms on average).
 pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
-/// Default age at which the CNA secondary queue is flushed back to the main queue: 100 µs.
+/// Default age at which the CNA secondary queue is flushed back to the main queue: 25 µs.
 ///
-/// The kernel's CNA uses 1 ms (`numa_spinlock_threshold_ns`), for waiters that spin. Ours park
-/// after the spin time, and a secondary queue that waits 1 ms is a queue of sleepers, each
-/// woken (µs) when its turn comes, and of nodes shut out for a millisecond. Measured in
-/// numa_sim (`numasim --locks cna --cna-flush-us N`, counter workload, 10 ms; BENCHMARKS.md),
-/// 100 µs against 1 ms: Kunpeng 920 +9% to +24% at 16-96 threads (4.83 against 3.88 M/s at
-/// 96), X5-4 +22% at 8 threads (fairness factor 0.60 against 0.76) and within 3% at 16-144,
-/// EPYC 2-socket +41% at 4 threads (fairness 0.72 against 0.96), +15% at 8, within 3% at 16-192;
-/// remote handoffs at 32 threads on the X5-4 0.3% against 0.1%. 50 µs was within a few percent
-/// of 100 µs but crossed nodes up to twice as often.
-pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_micros(100);
+/// The kernel's CNA uses 1 ms (`numa_spinlock_threshold_ns`). A waiter of another node waits
+/// for its node's turn, and every node's turn lasts up to the threshold, so the tail of the
+/// waits grows with (nodes × threshold). Measured in numa_sim with the reserved-head handoff
+/// (`numasim --machine x5-4 --locks cna --workload counter,kv --cna-flush-us N --paths`, 10 ms,
+/// seed 1; BENCHMARKS.md), at 16, 32, 72, 144 threads:
+/// - 100 µs: `wait_p99_us` 361, 455, 682, 1111; 0.4-0.5% remote handoffs; waiters parked (11 to
+///   127 per 1000 acquisitions) and throughput fell from 2.16 to 0.95 M/s;
+/// - 50 µs: p99 166, 180, 222, 899; 0.7-0.9% remote; 2.34, 2.26, 2.08, 1.33 M/s;
+/// - 25 µs: p99 92, 107, 144, 221; 1.1-1.6% remote; 2.26, 2.13, 1.89, 1.66 M/s (the kernel's
+///   CNA model 1.81 at 16-72).
+///
+/// 25 µs is the one that keeps the p99 wait under 200 µs and the remote share under 2% at 16-72
+/// threads on four sockets (the handoff issue's bounds), and does not collapse at 144.
+pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_micros(25);
 /// Default number of consecutive handoffs HQ keeps within one NUMA node: 64.
 ///
 /// The HQ RFC's kernel spinlock keeps 1000, but a spinlock hands the lock on at every release;
@@ -115,6 +119,11 @@ fn check_duration(
 
 /// Sets how long a waiter spins before it parks (default [`DEFAULT_SPIN_TIME`]).
 /// Allowed: 0 (park at once) to 1 s.
+///
+/// This is the whole budget where threads outnumber cores (a timed `sched_yield` shows whether
+/// another thread wants this one's core). Where they do not, queued waiters and the queue head
+/// spin this long plus 2 µs per CPU of the machine before they park, since a first-come queue
+/// of running threads moves by one handoff (well under 1 µs) at a time; 0 still parks at once.
 ///
 /// On a machine with one NUMA node it also bounds the arriving threads' spin before they queue:
 /// half of it, while the thread has its core to itself (0 leaves only parking_lot's brief

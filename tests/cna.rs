@@ -28,7 +28,7 @@ fn size_is_one_word() {
 }
 
 /// Handoffs in these runs take tens of microseconds (the critical section yields, threads sleep
-/// and wake), so the default 100 µs flush threshold would be a handful of handoffs, and every
+/// and wake), so the default 25 µs flush threshold would be a handful of handoffs, and every
 /// flush hands the lock across nodes a few times. A 100 ms threshold keeps the ratio of flush
 /// interval to handoff time that a multi-socket server sees with the default (hundreds of local
 /// handoffs per flush); `bounded_bypass_of_remote_waiter` tests the flush itself.

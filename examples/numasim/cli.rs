@@ -349,7 +349,7 @@ struct Args {
     steal_bound_us: Option<f64>,
 
     /// Tunable: the age at which CNA flushes its secondary queue, in microseconds
-    /// (tunables::set_cna_flush_threshold) [default: 100]
+    /// (tunables::set_cna_flush_threshold) [default: 25]
     #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
     cna_flush_us: Option<f64>,
 

@@ -152,18 +152,35 @@ impl RawMcs {
         let watch = self
             .core
             .head_watch(self as *const Self as *const (), &walk);
-        let acquired = self.core.word.acquire_as_head(|| false, deadline, watch);
-        self.pass_headship(me, acquired.is_none());
+        // Our successor, once it has linked itself, is the one to mark (it never changes).
+        let successor = || node(me).next.load(Ordering::Acquire);
+        let acquired = self
+            .core
+            .word
+            .acquire_as_head(|| false, successor, deadline, watch);
         match acquired {
-            Some(_) => Queued::Acquired,
-            None => Queued::GaveUp,
+            Some(acquired) => {
+                self.pass_headship(me, false, acquired.marked);
+                Queued::Acquired
+            }
+            None => {
+                self.pass_headship(me, true, 0);
+                Queued::GaveUp
+            }
         }
     }
 
     /// Step 5: headship leaves `me`, the new holder or (`leaving`) a head giving up without the
     /// lock. `(me, *) → (0, *)` if we are still the tail, else the successor becomes head;
-    /// abandoned successors are passed over (and recycled) the same way.
-    fn pass_headship(&self, me: u32, leaving: bool) {
+    /// abandoned successors are passed over (and recycled) the same way. A successor the new
+    /// holder marked while it waited (`marked`, which is then our link) is made head with plain
+    /// stores (`LockWord::hand_to_marked`): the handoff's path has no read-modify-write.
+    fn pass_headship(&self, me: u32, leaving: bool, marked: u32) {
+        if marked != 0 {
+            debug_assert_eq!(node(me).next.load(Ordering::Relaxed), marked);
+            self.core.word.hand_to_marked(node(marked), 0);
+            return;
+        }
         let mut from = me;
         // `from` is an abandoned node we own (recycle it once we are done with it).
         let mut owned = false;

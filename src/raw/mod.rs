@@ -46,13 +46,19 @@ use crate::wait::{self, SpinBudget};
 /// Transitions (who performs them):
 /// - lock fast path: `0 → LOCKED` (CAS, Acquire);
 /// - steal (slow path, only while `NO_STEAL` is clear): `x → x | LOCKED` (CAS, Acquire);
-/// - queue head acquires: `x → LOCKED` when `x & LOCKED == 0` (CAS, Acquire); this clears
-///   `PARKED`, `NO_STEAL` and `FAIR`, which only the head consumes;
-/// - queue head, when it has been overtaken too long or stealing is off: `x → x | NO_STEAL`;
+/// - queue head acquires: `x → LOCKED` when `x & LOCKED == 0` (CAS, Acquire; a CAS even when
+///   the lock is reserved for it, since `clear_reservation` may lift the reservation meanwhile);
+///   this clears `PARKED`, `NO_STEAL` and `FAIR`, which only the head consumes;
+/// - queue head, when it has been overtaken too long, stealing is off, or it has marked its
+///   successor `NEXT` (see `acquire_as_head`): `x → x | NO_STEAL` (fetch_or);
+/// - queue head, before sleeping, lifting the reservation it made only for its mark:
+///   `x → x & !NO_STEAL` (CAS, unless `FAIR` or the steal bound wants it);
 /// - the holder, handing headship to a successor while stealing is off: `x → x | NO_STEAL`;
+/// - the new holder, handing headship to the successor it marked: `LOCKED → LOCKED | NO_STEAL`
+///   (plain store: before that successor is head, nobody else writes a held word);
 /// - queue head, before sleeping: `x → x | PARKED` (only while `LOCKED`, so an unlock follows);
-/// - unlock: `LOCKED → 0` (one CAS, Release) in the common case; otherwise
-///   `x → x - LOCKED - PARKED` (CAS loop, Release), then wake if `PARKED` was set. Clearing
+/// - unlock: `x → x - LOCKED` (fetch_sub, Release: one RMW that cannot fail, whatever flags the
+///   head set); if `PARKED` was set, `x → x & !PARKED` (fetch_and), then wake. Clearing
 ///   `PARKED` with the wake matters: if a stealer retakes the lock before the woken head runs,
 ///   its unlock must not pay for another wake (the head sets `PARKED` again if it sleeps again);
 /// - unlock_fair with waiters queued: `x → (x - LOCKED - PARKED) | NO_STEAL | FAIR` (CAS,
@@ -66,9 +72,9 @@ use crate::wait::{self, SpinBudget};
 ///   there: a new head may already sleep behind it.
 ///
 /// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `LOCKED`
-/// (by the head) and cleared by the unlock that wakes it (or by the head's acquisition): any
-/// unlock that frees the lock while `PARKED` is set issues a wake, so the head cannot sleep through a
-/// release (see `wait.rs` for why a wake cannot be lost).
+/// (by the head) and cleared by the unlock that wakes it, before the wake (or by the head's
+/// acquisition): any unlock that frees the lock while `PARKED` is set issues a wake, so the head
+/// cannot sleep through a release (see `wait.rs` for why a wake cannot be lost).
 pub(crate) struct LockWord {
     state: AtomicU32,
 }
@@ -101,9 +107,8 @@ const STEAL_TRIES: u32 = 10;
 const STEAL_SPINS: u32 = 3;
 /// `pause`s between two clock reads of the pause phase.
 const STEAL_PAUSE_BATCH: u32 = 16;
-/// A `sched_yield` that returns within this found nobody else to run: 0.2 µs on the
-/// development machine alone, 1.1-2.4 µs with 2-8 other yielding threads on its 2 cores.
-const ALONE_YIELD_NS: u64 = 1000;
+/// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
+const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
 const PROXY_SHIFT: u32 = 4;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
@@ -172,11 +177,13 @@ impl LockWord {
                 for _ in 0..2u32 << attempt {
                     crate::sync::spin_hint();
                 }
-            } else if attempt == STEAL_SPINS && crate::topology::node_count() == 1 {
+            } else if attempt == STEAL_SPINS {
                 let before = now_ns();
                 crate::sync::yield_now();
                 let now = now_ns();
-                if now.saturating_sub(before) < ALONE_YIELD_NS {
+                wait::note_yield(now.saturating_sub(before), now);
+                if crate::topology::node_count() == 1 && now.saturating_sub(before) < ALONE_YIELD_NS
+                {
                     let end = now.saturating_add(tunables::spin_ns() / 2);
                     let until = deadline.map_or(end, |d| end.min(d));
                     if let Some(acquired) = self.pause_phase(&nobody_queued, now, until) {
@@ -202,7 +209,7 @@ impl LockWord {
     /// with the same fairness factors (0.50-0.65); presumably because each look reads the lock's
     /// line and the queue tail's, which the holder then has to take back. Looking halfway and at
     /// the end is about k = 7 here, in time rather than in `pause`s, which cost 10 to 140 cycles.
-    /// (The queue head's `SpinBudget::with_backoff`, which looks after 1, 2, 4, ... 64 `pause`s,
+    /// (The queue head's `SpinBudget::head`, which looks after 1, 2, 4, ... 64 `pause`s,
     /// was worse still: `empty` 0.79-0.95x.)
     #[cold]
     fn pause_phase(
@@ -234,45 +241,30 @@ impl LockWord {
         }
     }
 
-    /// Releases the lock and wakes the queue head if it sleeps.
+    /// Releases the lock and wakes the queue head if it sleeps: `x → x - LOCKED`, one
+    /// read-modify-write that cannot fail, whatever flags the queue head set meanwhile (a CAS
+    /// expecting `LOCKED` would fail on every contended handoff, which reserves the lock, and
+    /// cost a second round trip on the handoff's critical path). The flags stay for the head to
+    /// consume; a CNA proxy or HQ deferral must have been dealt with first (`has_proxy`).
+    /// Release: publishes the critical section to the next holder (pairs with the Acquire of
+    /// every acquisition).
     #[inline(always)]
     pub(crate) fn unlock(&self) {
-        if !self.try_unlock_fast() {
-            self.unlock_slow();
+        let old = self.state.fetch_sub(LOCKED, Ordering::Release);
+        if old & PARKED != 0 {
+            self.wake_head();
         }
     }
 
-    /// The common unlock: `LOCKED → 0`, which fails if any flag (or a CNA proxy) is set.
-    /// Release: publishes the critical section to the next holder (pairs with the Acquire of
-    /// every acquiring CAS).
-    #[inline(always)]
-    pub(crate) fn try_unlock_fast(&self) -> bool {
-        self.state
-            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    /// Releases the lock when flags are set: `x → x - LOCKED - PARKED`, then wakes the head if
-    /// `PARKED` was set. The caller holds the lock, so `LOCKED` is set and only we clear it.
+    /// The head slept when we released: clear `PARKED` (the head sets it again before it next
+    /// sleeps), then wake it. The clear comes before the wake, so a head that set `PARKED`
+    /// again meanwhile is woken too (its futex wait sees the word changed or gets the wake).
+    /// Relaxed: the flag carries no data; the caller still borrows the lock, so it is alive.
     #[cold]
-    pub(crate) fn unlock_slow(&self) {
+    fn wake_head(&self) {
         let word: *const AtomicU32 = &self.state;
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            // Release: as in `try_unlock_fast`.
-            match self.state.compare_exchange_weak(
-                s,
-                (s - LOCKED) & !PARKED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(now) => s = now,
-            }
-        }
-        if s & PARKED != 0 {
-            wait::unpark(word);
-        }
+        self.state.fetch_and(!PARKED, Ordering::Relaxed);
+        wait::unpark(word);
     }
 
     /// Releases the lock for the queue head: `x → (x - LOCKED) | NO_STEAL | FAIR`, so no arrival
@@ -342,11 +334,26 @@ impl LockWord {
     /// The queue head's wait: spin, then park, until the lock is free and this thread takes it,
     /// or until `deadline` (if given) passes.
     ///
-    /// Stops stealing (`NO_STEAL`) at once if stealing is off, else once this head has waited
-    /// longer than the steal bound. Returns `Some(fair)` once this thread holds the lock, where
-    /// `fair` says whether the acquisition was requested to be fair (`unlock_fair`), which CNA
-    /// and HQ honour when they choose the next head; `None` if the deadline passed first (the
-    /// caller then passes headship on without the lock).
+    /// Stops stealing (`NO_STEAL`) at once if stealing is off, once this head has waited longer
+    /// than the steal bound (checked while it spins, not only before it parks: a head that keeps
+    /// losing the race for a free lock must not spin past the bound), and while it has a
+    /// successor marked `NEXT` (below): then the lock is *reserved* for it. Returns the
+    /// acquisition (whether it was requested to be fair, by `unlock_fair`, which CNA and HQ
+    /// honour when they choose the next head; and the successor still marked) once this thread
+    /// holds the lock; `None` if the deadline passed first (the caller then passes headship on
+    /// without the lock; no successor is marked then).
+    ///
+    /// **Marking** (DESIGN §2: a handoff in as few serial transfers as the kernel's): unless
+    /// this thread's core is crowded (see [`wait::crowded`]), the head marks the waiter `successor()`
+    /// names (the one it will make head next, 0 if none yet) `NEXT`: that waiter spins and
+    /// neither parks nor abandons, so the head can later make it head with a plain store
+    /// ([`LockWord::hand_to_marked`]). A head with a marked successor reserves the lock, so no
+    /// arrival takes it first. The head still takes a free reserved lock with a CAS, not a plain
+    /// store: a thread that emptied the queue without the lock (`clear_reservation`) may clear
+    /// the reservation between the head's look and its store, and an arrival's fast path could
+    /// then take the lock too. Before it parks, the head takes the mark back and lifts a
+    /// reservation it made only for that reason (stealers may take the lock while it sleeps,
+    /// and its successor may sleep too).
     ///
     /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
     /// lock is held by someone else, at least once before the first park, until it returns
@@ -358,16 +365,24 @@ impl LockWord {
     pub(crate) fn acquire_as_head(
         &self,
         mut while_busy: impl FnMut() -> bool,
+        successor: impl Fn() -> u32,
         deadline: Option<u64>,
         mut watch: HeadWatch<'_>,
-    ) -> Option<bool> {
+    ) -> Option<HeadAcquired> {
         let stealing = tunables::stealing();
         let since = if stealing { now_ns() } else { 0 };
-        let mut budget = SpinBudget::with_backoff(deadline);
+        // Stealing stops for good (until we have the lock) when it is off or the bound passed;
+        // for as long as we have a marked successor otherwise.
+        let mut bound_passed = !stealing;
+        let mut may_mark = !wait::crowded();
+        let mut marked = 0;
+        let mut budget = SpinBudget::head(deadline);
         let mut busy_work = true;
+        let mut looks = 0u32;
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & LOCKED == 0 {
+                let fair = s & FAIR != 0;
                 // (free, any flags) → LOCKED. Acquire: pairs with the unlocker's Release.
                 match self.state.compare_exchange_weak(
                     s,
@@ -375,12 +390,38 @@ impl LockWord {
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return Some(s & FAIR != 0),
-                    Err(_) => continue,
+                    Ok(_) => return Some(HeadAcquired { fair, marked }),
+                    Err(_) => {
+                        // Overtaken between our look and our CAS. A head that only ever sees
+                        // the lock free and loses the race (a holder re-taking it every few
+                        // ns) never reaches the checks below: reserve now if we may, and keep
+                        // the steal bound.
+                        looks = looks.wrapping_add(1);
+                        if !bound_passed && looks.is_multiple_of(STEAL_BOUND_LOOKS) {
+                            bound_passed =
+                                now_ns().saturating_sub(since) >= tunables::steal_bound_ns();
+                        }
+                        if bound_passed || may_mark {
+                            self.set_no_steal();
+                            budget.redeclare();
+                        }
+                        continue;
+                    }
                 }
             }
-            if s & NO_STEAL == 0 && !stealing {
-                self.set_no_steal(s);
+            // The lock is busy: mark our successor now, not before our first look (a head made
+            // while the lock is free takes it at once, and marking first would put two
+            // transfers of the successor's line before that look).
+            if may_mark {
+                let was = marked;
+                marked = keep_marked(marked, successor());
+                if marked != was {
+                    budget.redeclare();
+                }
+            }
+            if s & NO_STEAL == 0 && (bound_passed || may_mark) {
+                self.set_no_steal();
+                budget.redeclare();
                 continue;
             }
             if busy_work {
@@ -393,17 +434,26 @@ impl LockWord {
             } else {
                 budget.spin_eager()
             };
+            looks = looks.wrapping_add(1);
+            if !bound_passed && (!spun || looks.is_multiple_of(STEAL_BOUND_LOOKS)) {
+                bound_passed = now_ns().saturating_sub(since) >= tunables::steal_bound_ns();
+                if bound_passed {
+                    continue;
+                }
+            }
             if spun {
                 continue;
             }
-            // About to sleep: first check the deadline (the lock was busy when we last looked),
-            // and whether we have been overtaken for too long.
+            // About to sleep: first check the deadline (the lock was busy when we last looked).
             let now = now_ns();
             if deadline.is_some_and(|deadline| now >= deadline) {
+                self.release_mark(&mut marked, s, bound_passed);
                 return None;
             }
-            if s & NO_STEAL == 0 && now.saturating_sub(since) >= tunables::steal_bound_ns() {
-                self.set_no_steal(s);
+            // Sleeping: take the mark back and lift the reservation we made for it (and mark
+            // nobody until we are awake again).
+            may_mark = false;
+            if self.release_mark(&mut marked, s, bound_passed) {
                 continue;
             }
             // (LOCKED, x) → (LOCKED, x | PARKED), then sleep while the word is unchanged.
@@ -422,8 +472,53 @@ impl LockWord {
             if let Some(check) = &mut watch {
                 check.check();
             }
-            budget = SpinBudget::with_backoff(deadline);
+            // A wake-up means the lock was released: headship is near, spin and mark again.
+            may_mark = !wait::crowded();
+            budget = SpinBudget::head(deadline);
         }
+    }
+
+    /// The head stops marking (before it parks or gives up): takes back the mark of `*marked`,
+    /// if any, and lifts the reservation (`NO_STEAL` in `seen`, unless the steal bound, stealing
+    /// being off, or an `unlock_fair` asks for it): stealers may take the lock while it sleeps.
+    /// Returns `true` if it changed the word (the caller then looks again).
+    fn release_mark(&self, marked: &mut u32, seen: u32, bound_passed: bool) -> bool {
+        if *marked != 0 {
+            unmark_next(qnode::node(*marked));
+            *marked = 0;
+        }
+        if seen & NO_STEAL != 0 && seen & FAIR == 0 && !bound_passed {
+            // Relaxed: the flag only steers who acquires next. A failure means the word moved:
+            // the caller looks again anyway.
+            let _ = self.state.compare_exchange(
+                seen,
+                seen & !NO_STEAL,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            return true;
+        }
+        false
+    }
+
+    /// The new holder makes `next`, which it marked `NEXT` while it waited (so `next` spins and
+    /// neither parks nor abandons), the queue head, with plain stores only: the lock stays
+    /// reserved for it (`LOCKED | NO_STEAL`), then `next`'s status becomes `HEAD | payload`.
+    /// Called by the thread that has just taken the lock, before anyone else is head: it is
+    /// then the only writer of the word (a head that sets flags, the one other writer of a
+    /// held word, exists only once `next` sees its status) and of `next`'s status (a `NEXT`
+    /// status is written only by the head that marked it).
+    #[inline]
+    pub(crate) fn hand_to_marked(&self, next: &QNode, payload: u32) {
+        debug_assert!(payload <= status::PAYLOAD_MAX);
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), LOCKED);
+        // Relaxed: ordered before the status store below by its Release, so the new head's
+        // first look at the word (after its Acquire load of the status) sees the reservation.
+        self.state.store(LOCKED | NO_STEAL, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `await_head`; publishes our writes to the queue
+        // (links, CNA's secondary queue) and the reservation.
+        next.status
+            .store(status::head_with(payload), Ordering::Release);
     }
 
     /// The lock holder (or a head leaving without the lock) hands queue headship to `next` (see
@@ -460,15 +555,13 @@ impl LockWord {
         }
     }
 
-    /// `x → x | NO_STEAL` if the word still reads `x`. Relaxed: the flag only steers which
-    /// thread acquires next; the acquiring CAS carries the ordering.
-    fn set_no_steal(&self, seen: u32) {
-        let _ = self.state.compare_exchange(
-            seen,
-            seen | NO_STEAL,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+    /// The head reserves the lock: `x → x | NO_STEAL`, whatever `x` is (a head exists to consume
+    /// the flag: us). Unconditional: a CAS expecting the word the head last read lost to every
+    /// stealer that changed it meanwhile, and in numa_sim a head on another socket than two
+    /// stealers never set the flag in 10 ms (X5-4, 4 threads, `counter`). Relaxed: the flag
+    /// only steers which thread acquires next; the acquisition carries the ordering.
+    fn set_no_steal(&self) {
+        self.state.fetch_or(NO_STEAL, Ordering::Relaxed);
     }
 }
 
@@ -692,9 +785,13 @@ pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
         if s & status::HEAD != 0 {
             return Some(s);
         }
-        // (WAITING | PARKED) → ABANDONED, unless headship arrived first. Release: our last
-        // accesses to the node happen before the thread that passes headship over it (its swap
-        // acquires) recycles it for someone else.
+        if s == status::NEXT {
+            // Marked meanwhile: we may not give up until the head takes the mark back.
+            continue;
+        }
+        // (WAITING | PARKED) → ABANDONED, unless headship (or a mark) arrived first. Release: our
+        // last accesses to the node happen before the thread that passes headship over it (its
+        // swap acquires) recycles it for someone else.
         if me
             .status
             .compare_exchange(s, status::ABANDONED, Ordering::Release, Ordering::Relaxed)
@@ -710,7 +807,7 @@ pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
 /// it is). After every wake-up it spins again before parking: a pre-wake means headship is near.
 pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) -> Option<u32> {
     let mut budget = if spin_first {
-        SpinBudget::new(deadline)
+        SpinBudget::waiting(deadline)
     } else {
         SpinBudget::exhausted()
     };
@@ -721,6 +818,16 @@ pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) ->
         if s & status::HEAD != 0 {
             return Some(s);
         }
+        if s == status::NEXT {
+            // Marked by the head: spin, without parking or giving up, until it makes us head
+            // or takes the mark back (it does before it parks).
+            crate::sync::spin_deadline(u64::MAX);
+            while me.status.load(Ordering::Relaxed) == status::NEXT {
+                crate::sync::spin_hint();
+            }
+            budget = SpinBudget::waiting(deadline);
+            continue;
+        }
         if budget.spin() {
             continue;
         }
@@ -729,7 +836,7 @@ pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) ->
         }
         note(PathEvent::WaiterPark);
         wait::announce_and_park(&me.status, s, status::PARKED, deadline);
-        budget = SpinBudget::new(deadline);
+        budget = SpinBudget::waiting(deadline);
     }
 }
 
@@ -751,6 +858,88 @@ pub(crate) fn make_head(next: &QNode, payload: u32) -> bool {
     }
     old != status::ABANDONED
 }
+
+/// What a queue head's wait ([`LockWord::acquire_as_head`]) ended with: the lock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeadAcquired {
+    /// The acquisition was requested to be fair (`unlock_fair`).
+    pub(crate) fair: bool,
+    /// The successor still marked `NEXT` (0: none): the caller makes it head with
+    /// [`LockWord::hand_to_marked`], or takes the mark back ([`unmark_next`]) if it chooses
+    /// another.
+    pub(crate) marked: u32,
+}
+
+/// Marks `next` (a waiter of the calling head's queue, not abandoned) `NEXT`: from now on it
+/// spins and neither parks nor abandons, and only this head writes its status, until this head
+/// takes the mark back or makes it head (see `qnode::status`). Wakes it if it slept. Returns
+/// whether it is marked (`false` if its timed waiter abandoned it). Relaxed: nothing is
+/// published; the waiter re-reads its status, and the head that made us head ordered the
+/// queue's links before our reading them.
+#[inline]
+pub(crate) fn mark_next(next: &QNode) -> bool {
+    // Expect a spinning waiter: the CAS alone, without a load first, is one transfer of the
+    // waiter's line, not two.
+    let mut s = status::WAITING;
+    loop {
+        match next
+            .status
+            .compare_exchange(s, status::NEXT, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => {
+                if s == status::PARKED {
+                    wait::unpark(&next.status);
+                }
+                return true;
+            }
+            Err(now) => {
+                if now == status::NEXT {
+                    return true;
+                }
+                if now != status::WAITING && now != status::PARKED {
+                    return false;
+                }
+                s = now;
+            }
+        }
+    }
+}
+
+/// Takes back the `NEXT` mark of `next` (the calling head marked it): `NEXT → WAITING`, after
+/// which its waiter may park or give up again. Relaxed: as in [`mark_next`].
+#[inline]
+pub(crate) fn unmark_next(next: &QNode) {
+    let unmarked = next
+        .status
+        .compare_exchange(
+            status::NEXT,
+            status::WAITING,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        )
+        .is_ok();
+    debug_assert!(unmarked, "only the marking head writes a NEXT status");
+}
+
+/// The head's marking step: keeps `marked` (0: none) in line with `successor` (0: none yet),
+/// taking the old mark back if the successor changed. Returns the node now marked.
+#[inline]
+fn keep_marked(marked: u32, successor: u32) -> u32 {
+    if successor == marked {
+        return marked;
+    }
+    if marked != 0 {
+        unmark_next(qnode::node(marked));
+    }
+    if successor != 0 && mark_next(qnode::node(successor)) {
+        successor
+    } else {
+        0
+    }
+}
+
+/// Looks the steal bound up at most once in this many looks of a spinning head.
+const STEAL_BOUND_LOOKS: u32 = 64;
 
 /// Wakes a sleeping successor early, so that it is spinning by the time it becomes head
 /// (the blocking-ShflLock idea). Only the current head calls this, on its own successor, and

@@ -225,6 +225,24 @@ pub(crate) fn modelled_node() -> Option<(usize, usize)> {
     }
 }
 
+/// How many CPUs a modelled platform has: `Some(2)` under loom, the simulated machine's hardware
+/// threads under the simulator (inside a simulation); `None` on real hardware.
+#[inline(always)]
+pub(crate) fn modelled_cpus() -> Option<usize> {
+    #[cfg(loom)]
+    {
+        Some(2)
+    }
+    #[cfg(numa_sim)]
+    {
+        numa_sim::cpu_count()
+    }
+    #[cfg(not(any(loom, numa_sim)))]
+    {
+        None
+    }
+}
+
 /// A seed for the calling thread's cheap pseudo-random choices (CNA's shuffle reduction): any
 /// non-zero value that differs between threads. On real threads, the address of a thread-local;
 /// under the simulator, a value derived from the simulation's seed and the simulated thread, so
