@@ -160,7 +160,9 @@ impl<R: QueueLock> RawCondvar<R> {
             self.mutex.store(ours, Ordering::Relaxed);
         } else if current != ours {
             self.list_lock.unlock();
-            panic!("numa_locks: a condition variable was used with two different mutexes at once");
+            // parking_lot's message, word for word: its own test `two_mutexes` and any user's
+            // `#[should_panic(expected = ...)]` written against parking_lot look for it.
+            panic!("attempted to use a condition variable with more than one mutex");
         }
         // Relaxed, here and for every list field: the list lock orders them.
         my.cv_queued.store(1, Ordering::Relaxed);
