@@ -2,7 +2,9 @@
 //! `CnaCondvar` and `HqCondvar` aliases (`lock_api::Condvar`s).
 //!
 //! `parking_lot::Condvar` works only with parking_lot's own mutex, so a program that swaps
-//! `parking_lot::Mutex` for a lock of this crate needs these.
+//! `parking_lot::Mutex` for a lock of this crate needs these. parking_lot's own condition
+//! variable tests (its WebKit producer/consumer queue tests included) and Rust std's
+//! non-poisoning ones run against them in CI (`cargo test -p upstream_tests`).
 //!
 //! # Design: one notified waiter at a time in the lock's queue
 //!
