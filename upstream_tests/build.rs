@@ -176,7 +176,8 @@ fn parking_lot_module(path: &Path, module: &str, left_out: &mut Vec<(String, &st
         path.display()
     );
     let text = text.replace("crate ::", "super :: super :: locks ::");
-    format!("pub mod {module} {{ {text} }}\n")
+    // Upstream code, printed on one line from its tokens: clippy's judgement is not asked.
+    format!("pub mod {module} {{ #![allow(clippy::all)] {text} }}\n")
 }
 
 /// One std test file as `pub mod <module> { ... }`: the non-poisoning tests, with
@@ -270,16 +271,15 @@ fn unwrap_test_parts(tokens: TokenStream) -> (String, TokenStream) {
     let mut name = None;
     let mut body = None;
     for (i, tree) in trees.iter().enumerate() {
-        if let TokenTree::Ident(key) = tree {
-            if key == "name" {
-                if let Some(TokenTree::Ident(n)) = trees.get(i + 2) {
-                    name = Some(n.to_string());
-                }
-            } else if key == "test_body" {
-                if let Some(TokenTree::Group(g)) = trees.get(i + 2) {
-                    body = Some(g.stream());
-                }
+        // `key : value`: the value is two trees on.
+        match (tree, trees.get(i + 2)) {
+            (TokenTree::Ident(key), Some(TokenTree::Ident(n))) if key == "name" => {
+                name = Some(n.to_string());
             }
+            (TokenTree::Ident(key), Some(TokenTree::Group(g))) if key == "test_body" => {
+                body = Some(g.stream());
+            }
+            _ => {}
         }
     }
     (
