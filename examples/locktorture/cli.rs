@@ -56,11 +56,19 @@ pub enum WorkloadKind {
     Kv,
     /// Pop and push at the head of a shared free list.
     FreeList,
+    /// Producers and consumers on a bounded queue, with condition variables.
+    Pc,
 }
 
 impl WorkloadKind {
     /// Every workload, in the order the help lists them.
-    pub const ALL: [WorkloadKind; 4] = [Self::Empty, Self::Counter, Self::Kv, Self::FreeList];
+    pub const ALL: [WorkloadKind; 5] = [
+        Self::Empty,
+        Self::Counter,
+        Self::Kv,
+        Self::FreeList,
+        Self::Pc,
+    ];
 
     /// The name used on the command line and in the output.
     pub fn name(self) -> &'static str {
@@ -69,6 +77,7 @@ impl WorkloadKind {
             Self::Counter => "counter",
             Self::Kv => "kv",
             Self::FreeList => "freelist",
+            Self::Pc => "pc",
         }
     }
 }
@@ -107,6 +116,11 @@ pub struct Options {
     pub plot: Option<PathBuf>,
     /// Whether to report wait and hold percentiles (`--stats`, feature `stats`).
     pub stats: bool,
+    /// `pc`: the queue's capacity.
+    pub slots: usize,
+    /// `pc`: `notify_all` on the empty/full transitions (true), or `notify_one` after every
+    /// push and pop (false).
+    pub notify_all: bool,
 }
 
 /// A bad value: the complete message (naming the value, the option and what is allowed), without
@@ -127,9 +141,11 @@ const MAX_DURATION_MS: u64 = 3_600_000;
 const MAX_RUNS: u64 = 1000;
 const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
+const MAX_SLOTS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --format, --plot, --stats, --help";
+                            --remote-penalty-ns, --stealing, --format, --plot, --stats, --slots, \
+                            --notify, --help";
 
 const ABOUT: &str = "\
 locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side
@@ -145,6 +161,13 @@ WORKLOADS (what one critical section does):
                 (key = r1 % (r2 % 65536 + 1)); 90% get, 10% put
     freelist    pops a 64-byte block from the head of a shared index-linked free list and pushes
                 back the block the thread popped last time (a page allocator's zone lock)
+    pc          producers and consumers (half the threads each, rounded up for producers; needs
+                2 threads at least) on a bounded queue of --slots messages, with two condition
+                variables (not full, not empty) of the lock's own kind (parking_lot::Condvar,
+                std::sync::Condvar, numa_locks' McsCondvar, CnaCondvar, HqCondvar); --notify all
+                calls notify_all when the queue stops being empty or full, --notify one calls
+                notify_one after every push and pop (parking_lot's WebKit queue tests). One
+                operation is one push or one pop; no handoff bookkeeping (remote_handoff_pct 0)
     Between acquisitions every thread does a few ns of local work (xorshift PRNG rounds), so the
     lock stays hot.
 
@@ -214,7 +237,8 @@ struct Args {
           value_parser = parse_runs, allow_hyphen_values = true)]
     runs: usize,
 
-    /// Comma list of critical sections; allowed: empty, counter, kv, freelist (see WORKLOADS)
+    /// Comma list of critical sections; allowed: empty, counter, kv, freelist, pc (see
+    /// WORKLOADS)
     #[arg(long, value_name = "LIST", default_value = "counter",
           value_parser = parse_workloads, allow_hyphen_values = true)]
     workload: List<WorkloadKind>,
@@ -253,6 +277,17 @@ struct Args {
     /// (numa_locks::stats; needs `--features stats`; see COLUMNS)
     #[arg(long)]
     stats: bool,
+
+    /// Workload pc: the queue's capacity in messages, 1..=1000000
+    #[arg(long, value_name = "N", default_value = "1",
+          value_parser = parse_slots, allow_hyphen_values = true)]
+    slots: usize,
+
+    /// Workload pc: notify_all on the empty/full transitions (all) or notify_one after every
+    /// push and pop (one)
+    #[arg(long, value_name = "one|all", default_value = "all", action = clap::ArgAction::Set,
+          value_parser = parse_notify, allow_hyphen_values = true)]
+    notify: bool,
 }
 
 /// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
@@ -273,6 +308,14 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
              --features stats -- --stats",
         ));
     }
+    if args.workload.0.contains(&WorkloadKind::Pc)
+        && let Some(&one) = args.threads.0.iter().find(|&&n| n < 2)
+    {
+        return Err(report(&format!(
+            "--workload pc needs at least 2 threads (a producer and a consumer), but --threads \
+             has {one}"
+        )));
+    }
     Ok(Options {
         locks: args.locks.0,
         threads: args.threads.0,
@@ -285,6 +328,8 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
         format: args.format,
         plot: args.plot,
         stats: args.stats,
+        slots: args.slots,
+        notify_all: args.notify,
     })
 }
 
@@ -340,7 +385,7 @@ fn describe(error: &clap::Error) -> String {
 fn expected_value(flag: &str) -> String {
     match flag {
         "--locks" => "a comma list; allowed: mcs, cna, hq, parking_lot, std".to_string(),
-        "--workload" => "a comma list; allowed: empty, counter, kv, freelist".to_string(),
+        "--workload" => "a comma list; allowed: empty, counter, kv, freelist, pc".to_string(),
         "--threads" => {
             format!("a comma list of integers from 1 to {MAX_THREADS}, e.g. 1,2,4,8")
         }
@@ -351,6 +396,8 @@ fn expected_value(flag: &str) -> String {
         "--stealing" => "allowed: on, off".to_string(),
         "--format" => "allowed: table, csv".to_string(),
         "--plot" => "a file name, e.g. throughput.svg".to_string(),
+        "--slots" => format!("an integer from 1 to {MAX_SLOTS}"),
+        "--notify" => "allowed: one, all".to_string(),
         _ => String::new(),
     }
 }
@@ -467,6 +514,20 @@ fn parse_stealing(value: &str) -> Result<bool, CliError> {
         "off" => Ok(false),
         _ => Err(CliError(format!(
             "unknown value '{value}' in --stealing; allowed: on, off"
+        ))),
+    }
+}
+
+fn parse_slots(value: &str) -> Result<usize, CliError> {
+    parse_number("--slots", value, 1, MAX_SLOTS).map(to_usize)
+}
+
+fn parse_notify(value: &str) -> Result<bool, CliError> {
+    match value {
+        "all" => Ok(true),
+        "one" => Ok(false),
+        _ => Err(CliError(format!(
+            "unknown value '{value}' in --notify; allowed: one, all"
         ))),
     }
 }
