@@ -20,9 +20,10 @@
 //!
 //! - `wait`: the waiter resets its node as an arriving lock waiter would, appends it to the list
 //!   (under a small internal word lock), **then** releases the mutex, so a notify that comes
-//!   after the release finds it, and parks at once on its node's status word (as parking_lot's
-//!   condvar does; spinning there would only take the CPU from the thread that must notify it
-//!   when threads outnumber cores).
+//!   after the release finds it. It then yields the CPU once: if the yield comes back at once
+//!   (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time before it
+//!   parks on its node's status word, since on a free core the notify is likely near; otherwise
+//!   it parks at once (spinning would only take the CPU from the thread that must notify it).
 //! - `notify_one` / `notify_all` mark the first un-notified waiter / all of them as
 //!   **notified**; the notified waiters are always a prefix of the list. Then, unless a notified
 //!   waiter is already **in flight**, the oldest notified waiter leaves the list and is
@@ -64,7 +65,7 @@
 use core::ptr;
 
 use crate::qnode::{self, Queued, node};
-use crate::raw::{QueueLock, Token, deadline_after};
+use crate::raw::{ALONE_YIELD_NS, QueueLock, Token, deadline_after};
 use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, spin_hint};
 use crate::{sync, topology, wait};
 
@@ -211,12 +212,9 @@ impl<R: QueueLock> RawCondvar<R> {
         // Only now release the mutex: a notify from here on finds us in the list.
         // SAFETY: the caller holds `mutex`.
         unsafe { mutex.unlock_queue_lock(Token::new()) };
-        // Park at once: a notification may be far off, and it only moves us into the mutex's
-        // queue, where the head's pre-wake rouses us when our turn is near. Spinning here, even
-        // only when a yield says a core is free, made producer/consumer pairs on this loaded
-        // 2-core machine 3 to 50 times slower (see BENCHMARKS.md): it takes the CPU from the
-        // thread that must notify us, and a yield hands it to other processes for a timeslice.
-        let mut spin_first = false;
+        // Spin first only on a free core (see the module docs): the notifier then runs
+        // elsewhere, and its notify may well come within the spin time.
+        let mut spin_first = core_is_free();
         let head = loop {
             if let Some(head) = crate::raw::await_head(my, deadline, spin_first) {
                 break head;
@@ -480,6 +478,17 @@ enum Left {
     Notified,
     /// Not unlinked: it was put in flight, and is in the mutex's queue (or about to be).
     InFlight,
+}
+
+/// Whether this thread seems to have a core to itself: a yield that came back within
+/// `ALONE_YIELD_NS` found nobody else waiting to run. Never under loom (no spinning there).
+fn core_is_free() -> bool {
+    if EXHAUSTIVE {
+        return false;
+    }
+    let before = sync::now_ns();
+    sync::yield_now();
+    sync::now_ns().saturating_sub(before) < ALONE_YIELD_NS
 }
 
 /// The condition variable's own small lock: a futex word lock (0 free, 1 held, 2 held and

@@ -103,7 +103,7 @@ const STEAL_SPINS: u32 = 3;
 const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run: 0.2 µs on the
 /// development machine alone, 1.1-2.4 µs with 2-8 other yielding threads on its 2 cores.
-const ALONE_YIELD_NS: u64 = 1000;
+pub(crate) const ALONE_YIELD_NS: u64 = 1000;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
 const PROXY_SHIFT: u32 = 4;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
