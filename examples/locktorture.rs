@@ -12,15 +12,22 @@
 //! cargo run --release --example locktorture -- --virtual-nodes 4 --remote-penalty-ns 200 --threads 16
 //! cargo run --release --example locktorture -- --threads 1,2,4,8,16 --plot throughput.svg
 //! cargo run --release --example locktorture --features stats -- --stats
+//! cargo run --release --example locktorture -- --workload pc --slots 1 --notify all --threads 2,4,8,20
 //! cargo run --release --example locktorture -- --help
 //! ```
+//!
+//! Workload `pc` is the condition-variable shape: half the threads produce and half consume on a
+//! bounded queue of `--slots` messages, with two condition variables of the lock's own kind
+//! (`--notify all`: `notify_all` when the queue stops being empty or full; `--notify one`:
+//! `notify_one` after every push and pop), as in parking_lot's WebKit queue tests.
 //!
 //! `--plot FILE.svg` also draws throughput against threads (one line per lock, one chart per
 //! workload); `--stats` (with `--features stats`) adds the p50/p99/max wait and hold times of this
 //! crate's locks from `numa_locks::stats`.
 //!
 //! After every run the harness checks the protected data (the counters equal the number of critical
-//! sections, the free list is intact, the map still holds its keys) and reports a violation of
+//! sections, the free list is intact, the map still holds its keys, every message pushed was
+//! popped or is still queued) and reports a violation of
 //! mutual exclusion on stderr; a watchdog reports a lock that does not let the workers stop.
 //!
 //! Results go to stdout, progress and errors to stderr. Exit codes: 0 success, 1 a lock failed
@@ -104,6 +111,8 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
                 duration: Duration::from_millis(options.duration_ms),
                 virtual_nodes: options.virtual_nodes,
                 remote_penalty: Duration::from_nanos(options.remote_penalty_ns),
+                slots: options.slots,
+                notify_all: options.notify_all,
             };
             // results[i] holds the runs of options.locks[i].
             let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); options.locks.len()];

@@ -46,8 +46,8 @@ pub(crate) struct QNode {
     /// HQ: where the waiter queued: 0 = directly in the node FIFO, `s + 1` = in the local queue
     /// of slot `s`. Lets whoever passes headship over an abandoned node leave its queues for it.
     pub(crate) hq_slot: AtomicU32,
-    /// 1 while the node waits in a condition variable's list (guarded by that condition
-    /// variable's list lock; see `condvar.rs`).
+    /// While the node waits in a condition variable's list: 1, or 2 once notified; 0 otherwise
+    /// (guarded by that condition variable's list lock; see `condvar.rs`).
     pub(crate) cv_queued: AtomicU32,
 }
 

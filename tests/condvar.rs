@@ -297,7 +297,10 @@ fn two_mutexes_panic<R: Lock>() {
         .copied()
         .or(message.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("");
-    assert!(text.contains("two different mutexes"), "{text}");
+    assert_eq!(
+        text, "attempted to use a condition variable with more than one mutex",
+        "parking_lot's message, word for word"
+    );
     assert!(
         b.try_lock().is_some(),
         "the panicking waiter's mutex is released"

@@ -13,7 +13,7 @@ const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_se
                           speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct";
 
 const ALL_LOCKS: &str = "mcs, cna, hq, parking_lot, std";
-const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer";
+const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer, pc";
 
 /// The example binary that `cargo test` builds next to the test binaries
 /// (target/<profile>/examples/locktorture), if it exists and is newer than every source it is
@@ -142,6 +142,52 @@ fn unknown_stealing_value_is_rejected() {
 }
 
 #[test]
+fn bad_pc_options_are_rejected() {
+    assert_rejected(&["--notify", "some"], &["'some'", "--notify", "one, all"]);
+    assert_rejected(&["--slots", "0"], &["'0'", "--slots", "1 to 1000000"]);
+    assert_rejected(
+        &["--workload", "pc", "--threads", "1,2"],
+        &["--workload pc", "at least 2 threads", "1"],
+    );
+}
+
+/// The producer/consumer workload runs for every lock, with both notify styles and with one
+/// and several slots, and its queue check (every message pushed was popped or is still queued)
+/// holds.
+#[test]
+fn pc_workload_runs_for_every_lock_and_notify_style() {
+    for (slots, notify) in [("1", "all"), ("4", "one")] {
+        let output = locktorture(&[
+            "--workload",
+            "pc",
+            "--slots",
+            slots,
+            "--notify",
+            notify,
+            "--duration-ms",
+            "10",
+            "--runs",
+            "1",
+            "--threads",
+            "2,5",
+            "--format",
+            "csv",
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let rows: Vec<&str> = stdout.lines().skip(1).collect();
+        assert_eq!(rows.len(), 5 * 2, "{stdout}");
+        for row in rows {
+            let fields: Vec<&str> = row.split(',').collect();
+            assert_eq!(fields[1], "pc", "{stdout}");
+            let ops: f64 = fields[6].parse().unwrap_or(0.0);
+            assert!(ops > 0.0, "no push or pop in a pc run: {stdout}");
+        }
+    }
+}
+
+#[test]
 fn unknown_format_is_rejected() {
     assert_rejected(&["--format", "json"], &["'json'", "--format", "table, csv"]);
 }
@@ -176,6 +222,8 @@ fn help_describes_every_option() {
         "--remote-penalty-ns",
         "--stealing",
         "--format",
+        "--slots",
+        "--notify",
         "remote_handoff_pct",
     ] {
         assert!(help.contains(option), "--help does not mention {option}");

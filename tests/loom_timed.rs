@@ -407,3 +407,204 @@ fn mcs_condvar_notify_all_requeues_behind_holder() {
         unsafe { shared.0.unlock() };
     });
 }
+
+/// Two waiters wait for a flag; the notifier sets it and calls `notify_all`, under the mutex or
+/// after releasing it. The first notified waiter is put in flight (requeued into the mutex's
+/// queue) and, once it holds the mutex, passes on to the second: both must return (no lost
+/// pass-on, whatever the interleaving of the pass-on with the notifier's unlock), each exactly
+/// once, and the mutex ends free.
+fn cv_notify_all_passes_on<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock: bool) {
+    loom_clock::reset(0);
+    let shared = Arc::new((
+        new(),
+        RawCondvar::<L>::new(),
+        UnsafeCell::new((0usize, false)),
+    ));
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.0.lock();
+                shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                while !shared.2.with(|s| unsafe { (*s).1 }) {
+                    unsafe { shared.1.wait(&shared.0) };
+                }
+                shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
+                unsafe { shared.0.unlock() };
+            })
+        })
+        .collect();
+    // Wait until both are waiting (each counted itself before waiting).
+    loop {
+        shared.0.lock();
+        if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
+            break;
+        }
+        unsafe { shared.0.unlock() };
+        thread::yield_now();
+    }
+    shared.2.with_mut(|s| unsafe { (*s).1 = true });
+    let notified = if notify_under_lock {
+        let n = shared.1.notify_all();
+        unsafe { shared.0.unlock() };
+        n
+    } else {
+        unsafe { shared.0.unlock() };
+        shared.1.notify_all()
+    };
+    assert_eq!(notified, 2, "both waiters were in the list");
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(shared.2.with(|s| unsafe { (*s).0 }), 22);
+    assert!(shared.0.try_lock(), "the mutex ends held or reserved");
+    unsafe { shared.0.unlock() };
+}
+
+#[test]
+fn mcs_condvar_notify_all_passes_on() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || cv_notify_all_passes_on(RawMcs::new, true));
+    model(1, || cv_notify_all_passes_on(RawMcs::new, false));
+}
+
+#[test]
+fn cna_condvar_notify_all_passes_on() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || cv_notify_all_passes_on(RawCna::new, true));
+    model(1, || cv_notify_all_passes_on(RawCna::new, false));
+}
+
+#[test]
+fn hq_condvar_notify_all_passes_on() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || cv_notify_all_passes_on(RawHq::new_hierarchical, true));
+    model(1, || {
+        cv_notify_all_passes_on(RawHq::new_hierarchical, false)
+    });
+}
+
+/// Two waiters; the notifier calls `notify_one` under the mutex (the first waiter is put in
+/// flight, and cannot pass on before the notifier unlocks), then again after unlocking, racing
+/// the first waiter's pass-on: the second is either notified while the first is in flight (and
+/// passed on to) or put in flight directly. Both notifies notify, both waiters return once.
+#[test]
+fn mcs_condvar_notify_one_while_in_flight() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(1, || {
+        loom_clock::reset(0);
+        let shared = Arc::new((
+            RawMcs::new(),
+            RawCondvar::<RawMcs>::new(),
+            UnsafeCell::new((0usize, false)),
+        ));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    shared.0.lock();
+                    shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                    while !shared.2.with(|s| unsafe { (*s).1 }) {
+                        unsafe { shared.1.wait(&shared.0) };
+                    }
+                    shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
+                    unsafe { shared.0.unlock() };
+                })
+            })
+            .collect();
+        loop {
+            shared.0.lock();
+            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
+                break;
+            }
+            unsafe { shared.0.unlock() };
+            thread::yield_now();
+        }
+        shared.2.with_mut(|s| unsafe { (*s).1 = true });
+        assert!(shared.1.notify_one());
+        unsafe { shared.0.unlock() };
+        assert!(
+            shared.1.notify_one(),
+            "the second waiter was still in the list"
+        );
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(shared.2.with(|s| unsafe { (*s).0 }), 22);
+        assert!(shared.0.try_lock());
+        unsafe { shared.0.unlock() };
+    });
+}
+
+/// A timed waiter is notified while another notified waiter is in flight, so it stays in the
+/// list, notified, at its front; its deadline may pass before the notify, before the pass-on
+/// reaches it, or not at all. If it leaves the list on its own while notified, it was still
+/// notified: it must report "not timed out" exactly when a notify reported notifying it, and
+/// return holding the mutex once. (In the interleavings where the timed waiter waits first, it
+/// is the one put in flight and cannot time out; the check holds there too.) Two preemptions:
+/// with one, the deadline never passes between the notify and the pass-on (checked by making
+/// `remove` report a notified waiter as timed out: only the bound of 2 catches it).
+#[test]
+fn mcs_condvar_timed_waiter_notified_at_the_front() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        loom_clock::reset(1);
+        // (waiting count, flag, critical sections after the wait)
+        let shared = Arc::new((
+            RawMcs::new(),
+            RawCondvar::<RawMcs>::new(),
+            UnsafeCell::new((0usize, false, 0usize)),
+        ));
+        let plain = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.0.lock();
+                shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                while !shared.2.with(|s| unsafe { (*s).1 }) {
+                    unsafe { shared.1.wait(&shared.0) };
+                }
+                shared.2.with_mut(|s| unsafe { (*s).2 += 1 });
+                unsafe { shared.0.unlock() };
+            })
+        };
+        let timed = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.0.lock();
+                shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                let timed_out = unsafe { shared.1.wait_for(&shared.0, Duration::from_nanos(3)) };
+                shared.2.with_mut(|s| unsafe { (*s).2 += 1 });
+                unsafe { shared.0.unlock() };
+                timed_out
+            })
+        };
+        loop {
+            shared.0.lock();
+            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
+                break;
+            }
+            unsafe { shared.0.unlock() };
+            thread::yield_now();
+        }
+        shared.2.with_mut(|s| unsafe { (*s).1 = true });
+        // Under the mutex: the first waiter goes in flight, the second (if it is still in the
+        // list) is notified behind it and stays in the list until the first passes on.
+        assert!(shared.1.notify_one());
+        let notified_second = shared.1.notify_one();
+        unsafe { shared.0.unlock() };
+        plain.join().unwrap();
+        let timed_out = timed.join().unwrap();
+        assert_eq!(
+            notified_second, !timed_out,
+            "a notified wait reported a timeout, or a wait returned without notify or timeout"
+        );
+        assert_eq!(shared.2.with(|s| unsafe { (*s).2 }), 2);
+        assert!(shared.0.try_lock());
+        unsafe { shared.0.unlock() };
+    });
+}

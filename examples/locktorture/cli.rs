@@ -61,16 +61,19 @@ pub enum WorkloadKind {
     FreeList,
     /// One shared counter, with about 1 µs of spinning between acquisitions.
     Hammer,
+    /// Producers and consumers on a bounded queue, with condition variables.
+    Pc,
 }
 
 impl WorkloadKind {
     /// Every workload, in the order the help lists them.
-    pub const ALL: [WorkloadKind; 5] = [
+    pub const ALL: [WorkloadKind; 6] = [
         Self::Empty,
         Self::Counter,
         Self::Kv,
         Self::FreeList,
         Self::Hammer,
+        Self::Pc,
     ];
 
     /// The name used on the command line and in the output.
@@ -81,6 +84,7 @@ impl WorkloadKind {
             Self::Kv => "kv",
             Self::FreeList => "freelist",
             Self::Hammer => "hammer",
+            Self::Pc => "pc",
         }
     }
 }
@@ -110,6 +114,11 @@ pub struct Options {
     pub plot: Option<PathBuf>,
     /// Whether to report wait and hold percentiles (`--stats`, feature `stats`).
     pub stats: bool,
+    /// `pc`: the queue's capacity.
+    pub slots: usize,
+    /// `pc`: `notify_all` on the empty/full transitions (true), or `notify_one` after every
+    /// push and pop (false).
+    pub notify_all: bool,
 }
 
 /// A bad value: the complete message (naming the value, the option and what is allowed), without
@@ -130,9 +139,11 @@ const MAX_DURATION_MS: u64 = 3_600_000;
 const MAX_RUNS: u64 = 1000;
 const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
+const MAX_SLOTS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --format, --plot, --stats, --help";
+                            --remote-penalty-ns, --stealing, --format, --plot, --stats, --slots, \
+                            --notify, --help";
 
 const ABOUT: &str = "\
 locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side
@@ -150,8 +161,15 @@ WORKLOADS (what one critical section does):
                 back the block the thread popped last time (a page allocator's zone lock)
     hammer      increments one shared counter, then spins about 1 us (a clock-timed loop)
                 before the next acquisition: the loop a new user writes to try a lock
-    Between acquisitions every thread also does a few ns of local work (xorshift PRNG rounds),
-    so the lock stays hot.
+    pc          producers and consumers (half the threads each, rounded up for producers; needs
+                2 threads at least) on a bounded queue of --slots messages, with two condition
+                variables (not full, not empty) of the lock's own kind (parking_lot::Condvar,
+                std::sync::Condvar, numa_locks' McsCondvar, CnaCondvar, HqCondvar); --notify all
+                calls notify_all when the queue stops being empty or full, --notify one calls
+                notify_one after every push and pop (parking_lot's WebKit queue tests). One
+                operation is one push or one pop; no handoff bookkeeping (remote_handoff_pct 0)
+    Between acquisitions every thread also does a few ns of local work (xorshift PRNG rounds), so the
+    lock stays hot.
 
 COLUMNS:
     ops_per_sec             critical sections per second, all threads; mean over runs
@@ -215,7 +233,8 @@ struct Args {
           value_parser = parse_runs, allow_hyphen_values = true)]
     runs: usize,
 
-    /// Comma list of critical sections; allowed: empty, counter, kv, freelist, hammer (see WORKLOADS)
+    /// Comma list of critical sections; allowed: empty, counter, kv, freelist, hammer, pc
+    /// (see WORKLOADS)
     #[arg(long, value_name = "LIST", default_value = "counter",
           value_parser = parse_workloads, allow_hyphen_values = true)]
     workload: List<WorkloadKind>,
@@ -254,6 +273,17 @@ struct Args {
     /// (numa_locks::stats; needs `--features stats`; see COLUMNS)
     #[arg(long)]
     stats: bool,
+
+    /// Workload pc: the queue's capacity in messages, 1..=1000000
+    #[arg(long, value_name = "N", default_value = "1",
+          value_parser = parse_slots, allow_hyphen_values = true)]
+    slots: usize,
+
+    /// Workload pc: notify_all on the empty/full transitions (all) or notify_one after every
+    /// push and pop (one)
+    #[arg(long, value_name = "one|all", default_value = "all", action = clap::ArgAction::Set,
+          value_parser = parse_notify, allow_hyphen_values = true)]
+    notify: bool,
 }
 
 /// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
@@ -274,6 +304,14 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
              --features stats -- --stats",
         ));
     }
+    if args.workload.0.contains(&WorkloadKind::Pc)
+        && let Some(&one) = args.threads.0.iter().find(|&&n| n < 2)
+    {
+        return Err(report(&format!(
+            "--workload pc needs at least 2 threads (a producer and a consumer), but --threads \
+             has {one}"
+        )));
+    }
     Ok(Options {
         locks: args.locks.0,
         threads: args.threads.0,
@@ -286,6 +324,8 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
         format: args.format,
         plot: args.plot,
         stats: args.stats,
+        slots: args.slots,
+        notify_all: args.notify,
     })
 }
 
@@ -341,7 +381,9 @@ fn describe(error: &clap::Error) -> String {
 fn expected_value(flag: &str) -> String {
     match flag {
         "--locks" => "a comma list; allowed: mcs, cna, hq, parking_lot, std".to_string(),
-        "--workload" => "a comma list; allowed: empty, counter, kv, freelist, hammer".to_string(),
+        "--workload" => {
+            "a comma list; allowed: empty, counter, kv, freelist, hammer, pc".to_string()
+        }
         "--threads" => {
             format!("a comma list of integers from 1 to {MAX_THREADS}, e.g. 1,2,4,8")
         }
@@ -352,6 +394,8 @@ fn expected_value(flag: &str) -> String {
         "--stealing" => "allowed: on, off".to_string(),
         "--format" => "allowed: table, csv".to_string(),
         "--plot" => "a file name, e.g. throughput.svg".to_string(),
+        "--slots" => format!("an integer from 1 to {MAX_SLOTS}"),
+        "--notify" => "allowed: one, all".to_string(),
         _ => String::new(),
     }
 }
@@ -451,6 +495,20 @@ fn parse_stealing(value: &str) -> Result<bool, CliError> {
         "off" => Ok(false),
         _ => Err(CliError(format!(
             "unknown value '{value}' in --stealing; allowed: on, off"
+        ))),
+    }
+}
+
+fn parse_slots(value: &str) -> Result<usize, CliError> {
+    parse_number("--slots", value, 1, MAX_SLOTS).map(to_usize)
+}
+
+fn parse_notify(value: &str) -> Result<bool, CliError> {
+    match value {
+        "all" => Ok(true),
+        "one" => Ok(false),
+        _ => Err(CliError(format!(
+            "unknown value '{value}' in --notify; allowed: one, all"
         ))),
     }
 }

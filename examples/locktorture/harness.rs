@@ -5,9 +5,10 @@
 
 use crate::cli::{LockKind, WorkloadKind};
 use crate::workload::{Counter, Empty, FreeList, Hammer, Kv, Workload, rng_for_worker};
-use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_locks::raw::{RawCna, RawCondvar, RawHq, RawMcs};
 use numa_locks::topology;
 use numa_locks::{CnaMutex, HqMutex, McsMutex};
+use std::collections::VecDeque;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, PoisonError, mpsc};
@@ -140,6 +141,10 @@ pub struct RunConfig {
     pub virtual_nodes: Option<usize>,
     /// Busy-wait inserted at the start of every remote handoff's critical section.
     pub remote_penalty: Duration,
+    /// Workload `pc`: the queue's capacity.
+    pub slots: usize,
+    /// Workload `pc`: `notify_all` on the empty/full transitions, or `notify_one` always.
+    pub notify_all: bool,
 }
 
 /// What one worker counted.
@@ -175,6 +180,13 @@ pub fn run_once(lock: LockKind, workload: WorkloadKind, config: &RunConfig) -> R
         WorkloadKind::Kv => run_workload::<Kv>(lock, config),
         WorkloadKind::FreeList => run_workload::<FreeList>(lock, config),
         WorkloadKind::Hammer => run_workload::<Hammer>(lock, config),
+        WorkloadKind::Pc => match lock {
+            LockKind::Mcs => run_pc::<McsMutex<PcQueue>>(config),
+            LockKind::Cna => run_pc::<CnaMutex<PcQueue>>(config),
+            LockKind::Hq => run_pc::<HqMutex<PcQueue>>(config),
+            LockKind::ParkingLot => run_pc::<parking_lot::Mutex<PcQueue>>(config),
+            LockKind::Std => run_pc::<std::sync::Mutex<PcQueue>>(config),
+        },
     }
 }
 
@@ -336,4 +348,261 @@ fn spin_for(penalty: Duration) {
     while started.elapsed() < penalty {
         std::hint::spin_loop();
     }
+}
+
+// ---- Workload `pc`: producers and consumers on a bounded queue ---------------------------------
+
+/// A mutex with a condition variable of its own kind, for workload `pc`.
+pub trait CondvarLock<T>: LockUnderTest<T> {
+    type Condvar: Sync;
+
+    fn new_condvar() -> Self::Condvar;
+
+    /// Locks, waits on `condvar` while `blocked(data)`, then runs `then` with the lock held.
+    fn wait_while_then<R>(
+        &self,
+        condvar: &Self::Condvar,
+        blocked: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> R,
+    ) -> R;
+
+    /// `notify_all` if `all`, else `notify_one`.
+    fn notify(condvar: &Self::Condvar, all: bool);
+}
+
+/// The raw condition variable that goes with a raw mutex.
+pub trait PairedCondvar: lock_api::RawMutex {
+    type RawCondvar: lock_api::RawCondvar<RawMutex = Self> + Send + Sync;
+}
+
+impl PairedCondvar for RawMcs {
+    type RawCondvar = RawCondvar<RawMcs>;
+}
+impl PairedCondvar for RawCna {
+    type RawCondvar = RawCondvar<RawCna>;
+}
+impl PairedCondvar for RawHq {
+    type RawCondvar = RawCondvar<RawHq>;
+}
+impl PairedCondvar for parking_lot::RawMutex {
+    type RawCondvar = parking_lot::RawCondvar;
+}
+
+impl<R, T> CondvarLock<T> for lock_api::Mutex<R, T>
+where
+    R: StatsSource + PairedCondvar + Send + Sync,
+    T: Send,
+{
+    type Condvar = lock_api::Condvar<R::RawCondvar>;
+
+    fn new_condvar() -> Self::Condvar {
+        lock_api::Condvar::new()
+    }
+
+    #[inline]
+    fn wait_while_then<U>(
+        &self,
+        condvar: &Self::Condvar,
+        blocked: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> U,
+    ) -> U {
+        let mut guard = self.lock();
+        condvar.wait_while(&mut guard, blocked);
+        then(&mut guard)
+    }
+
+    #[inline]
+    fn notify(condvar: &Self::Condvar, all: bool) {
+        if all {
+            condvar.notify_all();
+        } else {
+            condvar.notify_one();
+        }
+    }
+}
+
+impl<T: Send> CondvarLock<T> for std::sync::Mutex<T> {
+    type Condvar = std::sync::Condvar;
+
+    fn new_condvar() -> Self::Condvar {
+        std::sync::Condvar::new()
+    }
+
+    #[inline]
+    fn wait_while_then<U>(
+        &self,
+        condvar: &Self::Condvar,
+        blocked: impl FnMut(&mut T) -> bool,
+        then: impl FnOnce(&mut T) -> U,
+    ) -> U {
+        let guard = self.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = condvar
+            .wait_while(guard, blocked)
+            .unwrap_or_else(PoisonError::into_inner);
+        then(&mut guard)
+    }
+
+    #[inline]
+    fn notify(condvar: &Self::Condvar, all: bool) {
+        if all {
+            condvar.notify_all();
+        } else {
+            condvar.notify_one();
+        }
+    }
+}
+
+/// Workload `pc`'s shared state: the bounded queue and what went through it.
+pub struct PcQueue {
+    items: VecDeque<u64>,
+    /// Set (under the lock) at the end of the run: every waiter leaves.
+    stop: bool,
+    pushed: u64,
+    popped: u64,
+}
+
+/// The producers of a `pc` run with `threads` threads: workers `0..producers`; the others consume.
+fn pc_producers(threads: usize) -> usize {
+    threads.div_ceil(2)
+}
+
+fn run_pc<L: CondvarLock<PcQueue>>(config: &RunConfig) -> RunResult {
+    assert!(config.threads >= 2, "pc needs a producer and a consumer");
+    let lock = L::new(PcQueue {
+        items: VecDeque::with_capacity(config.slots),
+        stop: false,
+        pushed: 0,
+        popped: 0,
+    });
+    let not_empty = L::new_condvar();
+    let not_full = L::new_condvar();
+    let start = Barrier::new(config.threads + 1);
+    let (elapsed, per_thread) = thread::scope(|scope| {
+        let workers: Vec<_> = (0..config.threads)
+            .map(|id| {
+                let (lock, not_empty, not_full, start) = (&lock, &not_empty, &not_full, &start);
+                let spawned = thread::Builder::new()
+                    .name(format!("locktorture-{id}"))
+                    .spawn_scoped(scope, move || {
+                        pc_worker::<L>(id, lock, not_empty, not_full, config, start)
+                    });
+                spawned.unwrap_or_else(|err| {
+                    eprintln!(
+                        "error: cannot spawn worker thread {id} of {}: {err}; try fewer --threads",
+                        config.threads
+                    );
+                    std::process::exit(1)
+                })
+            })
+            .collect();
+        start.wait();
+        let started = Instant::now();
+        thread::sleep(config.duration);
+        // Under the lock, so no waiter can miss it between its check and its wait.
+        lock.wait_while_then(&not_full, |_| false, |queue| queue.stop = true);
+        L::notify(&not_empty, true);
+        L::notify(&not_full, true);
+        let elapsed = started.elapsed();
+        let joined = watchdog(scope);
+        let per_thread: Vec<ThreadCounts> = workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect();
+        let _ = joined.send(());
+        (elapsed, per_thread)
+    });
+    let stats = lock.stats();
+    let queue = lock.into_data();
+    let ops: u64 = per_thread.iter().map(|counts| counts.ops).sum();
+    let violation = if queue.pushed != queue.popped + queue.items.len() as u64 {
+        Some(format!(
+            "{} messages pushed, but {} popped and {} left in the queue",
+            queue.pushed,
+            queue.popped,
+            queue.items.len()
+        ))
+    } else if ops != queue.pushed + queue.popped {
+        Some(format!(
+            "the workers counted {ops} pushes and pops, the queue {}",
+            queue.pushed + queue.popped
+        ))
+    } else if queue.items.len() > config.slots {
+        Some(format!(
+            "{} messages in a queue of {} slots",
+            queue.items.len(),
+            config.slots
+        ))
+    } else {
+        None
+    };
+    RunResult {
+        elapsed,
+        per_thread,
+        violation,
+        stats,
+    }
+}
+
+/// One `pc` worker: a producer pushes message after message, waiting while the queue is full; a
+/// consumer pops, waiting while it is empty; each notifies the other side as `--notify` says.
+fn pc_worker<L: CondvarLock<PcQueue>>(
+    id: usize,
+    lock: &L,
+    not_empty: &L::Condvar,
+    not_full: &L::Condvar,
+    config: &RunConfig,
+    start: &Barrier,
+) -> ThreadCounts {
+    if let Some(nodes) = config.virtual_nodes {
+        topology::set_thread_node(Some(id % nodes));
+    }
+    let producer = id < pc_producers(config.threads);
+    let (slots, notify_all) = (config.slots, config.notify_all);
+    let mut counts = ThreadCounts::default();
+    start.wait();
+    loop {
+        // `Some(notify)`: one push or pop done, and whether the other side must be notified
+        // (with notify_all: the queue just stopped being empty, or full); `None`: stop.
+        let done = if producer {
+            lock.wait_while_then(
+                not_full,
+                |queue| queue.items.len() >= slots && !queue.stop,
+                |queue| {
+                    if queue.stop {
+                        return None;
+                    }
+                    queue.items.push_back(counts.ops);
+                    queue.pushed += 1;
+                    Some(queue.items.len() == 1)
+                },
+            )
+        } else {
+            lock.wait_while_then(
+                not_empty,
+                |queue| queue.items.is_empty() && !queue.stop,
+                |queue| {
+                    if queue.stop {
+                        return None;
+                    }
+                    let was_full = queue.items.len() == slots;
+                    black_box(queue.items.pop_front());
+                    queue.popped += 1;
+                    Some(was_full)
+                },
+            )
+        };
+        let Some(transition) = done else { break };
+        counts.ops += 1;
+        let other_side = if producer { not_empty } else { not_full };
+        if !notify_all {
+            L::notify(other_side, false);
+        } else if transition {
+            L::notify(other_side, true);
+        }
+    }
+    counts
 }

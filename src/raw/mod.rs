@@ -108,7 +108,7 @@ const STEAL_SPINS: u32 = 3;
 /// `pause`s between two clock reads of the pause phase.
 const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
-const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
+pub(crate) const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
 const PROXY_SHIFT: u32 = 4;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
