@@ -374,7 +374,7 @@ impl LockWord {
         // Stealing stops for good (until we have the lock) when it is off or the bound passed;
         // for as long as we have a marked successor otherwise.
         let mut bound_passed = !stealing;
-        let mut may_mark = !wait::crowded();
+        let mut may_mark = wait::may_mark();
         let mut marked = 0;
         let mut budget = SpinBudget::head(deadline);
         let mut busy_work = true;
@@ -473,7 +473,7 @@ impl LockWord {
                 check.check();
             }
             // A wake-up means the lock was released: headship is near, spin and mark again.
-            may_mark = !wait::crowded();
+            may_mark = wait::may_mark();
             budget = SpinBudget::head(deadline);
         }
     }
