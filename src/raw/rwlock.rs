@@ -109,7 +109,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::raw::{RawCna, RawHq, RawMcs};
-use crate::sync::{AtomicPtr, AtomicU32, Ordering, const_fn, now_ns};
+use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, fence, now_ns};
 use crate::topology;
 use crate::wait::{self, SpinBudget};
 
@@ -293,6 +293,22 @@ fn compact<M>(bits: usize) -> *mut Inflated<M> {
 #[inline(always)]
 fn is_compact<M>(word: *mut Inflated<M>) -> bool {
     word.addr() & C_TAG != 0
+}
+
+/// Between a reader's slot update and its load of `state` (both `SeqCst`): nothing on real
+/// hardware and in the simulator, a `SeqCst` fence under loom.
+///
+/// A `SeqCst` read-modify-write followed by a `SeqCst` load already gives the reader's side of
+/// the handshake its place in the single total order of `SeqCst` operations (C++20 [atomics.order]),
+/// so the real code needs no fence on its fast path (on x86 the locked RMW is a full barrier
+/// anyway). Loom models `SeqCst` accesses as acquire/release and only `SeqCst` fences as
+/// sequentially consistent; the fence gives the models the same total order, so that they
+/// check the protocol rather than report the handshake loom cannot see.
+#[inline(always)]
+fn reader_handshake_fence() {
+    if EXHAUSTIVE {
+        fence(Ordering::SeqCst);
+    }
 }
 
 /// The deadline on the `now_ns` clock `timeout` from now.
@@ -821,6 +837,7 @@ impl<M: WriterLock> Inflated<M> {
         // SeqCst: the reader's side of the handshake (see the module docs): this increment and
         // the load below cannot both miss the writer's `fetch_or(WRITER)` and slot loads.
         slot.fetch_add(1, Ordering::SeqCst);
+        reader_handshake_fence();
         // SeqCst: as above; also an Acquire that pairs with the Release of the last writer's
         // unlock, so the reader sees its writes.
         let mut state = self.state.load(Ordering::SeqCst);
@@ -860,6 +877,7 @@ impl<M: WriterLock> Inflated<M> {
         // decrement, or the load below sees its WRITER and we bump `drain`. Also a Release
         // that pairs with the writer's (Acquire) slot loads: our reads happen before its writes.
         slot.fetch_sub(1, Ordering::SeqCst);
+        reader_handshake_fence();
         if self.state.load(Ordering::SeqCst) & WRITER != 0 {
             self.notify_drain();
         }
@@ -1053,6 +1071,10 @@ impl<M: WriterLock> Inflated<M> {
             // `drain` after its decrement, so `seq` differs from `seen` and we do not sleep
             // through it (see `notify_drain`).
             let seen = self.drain.seq.load(Ordering::SeqCst);
+            // The writer's side of the handshake: our `WRITER` (set before the first pass) and
+            // this `seen` come before the slot loads in the `SeqCst` order. A fence on this slow
+            // path costs little, and states the order for every model (loom included).
+            fence(Ordering::SeqCst);
             if self.readers() == 0 {
                 // SeqCst: ordered after the slot loads; pairs with a recursive reader's VETO.
                 let state = self.state.load(Ordering::SeqCst);
