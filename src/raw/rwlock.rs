@@ -109,7 +109,9 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::raw::{RawCna, RawHq, RawMcs};
-use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, fence, now_ns};
+use crate::sync::{
+    AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, fence, now_ns, spin_hint, yield_now,
+};
 use crate::topology;
 use crate::wait::{self, SpinBudget};
 
@@ -311,6 +313,34 @@ fn reader_handshake_fence() {
     }
 }
 
+/// Exponential backoff between two compact CAS attempts that failed because the word changed.
+///
+/// Needed for progress, not speed: a thread that toggles the compact word in a tight loop
+/// (`free → one writer → free`) can make another thread's CAS fail at every attempt when the
+/// two keep the same rhythm. The simulator, deterministic, found exactly that: a reader that
+/// wanted to inflate the lock next to a writer looping on it retried forever. Growing waits
+/// (2^step `pause`s, then yielding the CPU) break the rhythm.
+struct CasBackoff {
+    step: u32,
+}
+
+impl CasBackoff {
+    fn new() -> Self {
+        CasBackoff { step: 0 }
+    }
+
+    fn snooze(&mut self) {
+        if EXHAUSTIVE || self.step > 6 {
+            yield_now();
+        } else {
+            for _ in 0..1u32 << self.step {
+                spin_hint();
+            }
+        }
+        self.step += 1;
+    }
+}
+
 /// The deadline on the `now_ns` clock `timeout` from now.
 #[inline]
 fn deadline_after(timeout: Duration) -> u64 {
@@ -387,6 +417,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     fn inflate(&self, mut seen: *mut Inflated<M>) -> &Inflated<M> {
         let mut made: *mut Inflated<M> = ptr::null_mut();
         let mut writers_held = false;
+        let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(seen) {
                 if !made.is_null() {
@@ -432,7 +463,10 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                 .compare_exchange(seen, made, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return block,
-                Err(now) => seen = now,
+                Err(now) => {
+                    seen = now;
+                    backoff.snooze();
+                }
             }
         }
     }
@@ -458,6 +492,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[cold]
     fn lock_shared_slow(&self, deadline: Option<u64>) -> bool {
         let mut word = self.load_word();
+        let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
                 return self.block(word).lock_shared(RECURSIVE, deadline);
@@ -467,6 +502,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                     Ok(()) => return true,
                     Err(now) => word = now,
                 }
+                backoff.snooze();
                 continue;
             }
             // A reader, writer or upgradable reader is inside: contention.
@@ -529,6 +565,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[cold]
     fn lock_exclusive_slow(&self, deadline: Option<u64>) -> bool {
         let mut word = self.load_word();
+        let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
                 return self.block(word).lock_exclusive(deadline);
@@ -538,6 +575,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                     Ok(()) => return true,
                     Err(now) => word = now,
                 }
+                backoff.snooze();
                 continue;
             }
             return self.inflate(word).lock_exclusive(deadline);
@@ -605,6 +643,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[cold]
     fn lock_upgradable_slow(&self, deadline: Option<u64>) -> bool {
         let mut word = self.load_word();
+        let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
                 return self.block(word).lock_upgradable(deadline);
@@ -614,6 +653,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                     Ok(()) => return true,
                     Err(now) => word = now,
                 }
+                backoff.snooze();
                 continue;
             }
             return self.inflate(word).lock_upgradable(deadline);
@@ -833,6 +873,15 @@ impl<M: WriterLock> Inflated<M> {
     /// taken back if a writer revoked.
     #[inline]
     fn try_enter_reader(&self, recursive: bool) -> bool {
+        // A look before counting (BRAVO's check of the bias before publishing): while a writer
+        // has revoked, an arriving reader leaves the slots and the drain alone, which would
+        // otherwise see 2 RMWs per arrival on lines the writer reads. Relaxed: only a
+        // shortcut to the slow path, which looks again; a stale `WRITER`-clear value just
+        // means the handshake below decides.
+        let early = self.state.load(Ordering::Relaxed);
+        if early & WRITER != 0 && (!recursive || early & HELD != 0) {
+            return false;
+        }
         let slot = self.my_slot();
         // SeqCst: the reader's side of the handshake (see the module docs): this increment and
         // the load below cannot both miss the writer's `fetch_or(WRITER)` and slot loads.
