@@ -269,3 +269,228 @@ fn unfairness_is_bounded_both_ways() {
         );
     }
 }
+
+// ---- the read-mostly hash table on the X5-4 ------------------------------------------------
+
+/// A lock the read-mostly measurement drives.
+trait SimRw: Send + Sync + 'static {
+    fn make() -> Self;
+    fn read(&self, f: impl FnOnce());
+    fn write(&self, f: impl FnOnce());
+}
+
+impl<M: WriterLock + 'static> SimRw for RwLock<RawNumaRwLock<M>, ()> {
+    fn make() -> Self {
+        RwLock::new(())
+    }
+    fn read(&self, f: impl FnOnce()) {
+        let _r = RwLock::read(self);
+        f();
+    }
+    fn write(&self, f: impl FnOnce()) {
+        let _w = RwLock::write(self);
+        f();
+    }
+}
+
+/// A mutex takes its only lock for both.
+impl SimRw for lock_api::Mutex<RawCna, ()> {
+    fn make() -> Self {
+        lock_api::Mutex::new(())
+    }
+    fn read(&self, f: impl FnOnce()) {
+        let _g = self.lock();
+        f();
+    }
+    fn write(&self, f: impl FnOnce()) {
+        let _g = self.lock();
+        f();
+    }
+}
+
+/// A model of the one-word rwlock shape that parking_lot 0.13's `RawRwLock` and Rust std's
+/// futex `RwLock` share: every reader adds itself to one word with a CAS and subtracts itself
+/// with an RMW, so every read moves that word's line; a writer CASes a writer bit in. Waiting:
+/// 100 spins with a `pause`, then a futex sleep behind a waiters bit. Not their code (no
+/// upgradable state, no writer preference, no parking queue): it costs what their readers
+/// share, one line written by every read, which is what limits their read scaling.
+struct OneWordRw {
+    state: CachePadded<numa_sim::atomic::AtomicU32>,
+}
+
+const OW_WRITER: u32 = 1;
+const OW_WAITERS: u32 = 2;
+const OW_READER: u32 = 4;
+
+impl OneWordRw {
+    fn acquire(&self, can_enter: impl Fn(u32) -> bool, add: u32) {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        loop {
+            let mut spins = 0;
+            numa_sim::spin_deadline(0);
+            loop {
+                let s = self.state.load(Relaxed);
+                if can_enter(s) {
+                    if self
+                        .state
+                        .compare_exchange(s, s + add, Acquire, Relaxed)
+                        .is_ok()
+                    {
+                        return;
+                    }
+                    continue;
+                }
+                if spins < 100 {
+                    spins += 1;
+                    numa_sim::pause();
+                    continue;
+                }
+                if s & OW_WAITERS != 0
+                    || self
+                        .state
+                        .compare_exchange(s, s | OW_WAITERS, Relaxed, Relaxed)
+                        .is_ok()
+                {
+                    numa_sim::futex_wait(&self.state, s | OW_WAITERS, None);
+                }
+                break;
+            }
+        }
+    }
+
+    fn wake_if(&self, old: u32, last: bool) {
+        if last && old & OW_WAITERS != 0 {
+            self.state
+                .fetch_and(!OW_WAITERS, std::sync::atomic::Ordering::Relaxed);
+            numa_sim::futex_wake(&*self.state, u32::MAX);
+        }
+    }
+}
+
+impl SimRw for OneWordRw {
+    fn make() -> Self {
+        OneWordRw {
+            state: CachePadded::new(numa_sim::atomic::AtomicU32::new(0)),
+        }
+    }
+    fn read(&self, f: impl FnOnce()) {
+        self.acquire(|s| s & OW_WRITER == 0, OW_READER);
+        f();
+        let old = self
+            .state
+            .fetch_sub(OW_READER, std::sync::atomic::Ordering::Release);
+        self.wake_if(old, old & !OW_WAITERS == OW_READER);
+    }
+    fn write(&self, f: impl FnOnce()) {
+        self.acquire(|s| s & !OW_WAITERS == 0, OW_WRITER);
+        f();
+        let old = self
+            .state
+            .fetch_and(!OW_WRITER, std::sync::atomic::Ordering::Release);
+        self.wake_if(old, true);
+    }
+}
+
+/// The `rw` workload: a hash table of 64 lines; a read reads one line (50 ns of work), a write
+/// writes one (50 ns); 200 ns of local work between operations. `threads` threads spread over
+/// the X5-4's sockets for 200 µs of virtual time. Returns (operations per µs, the writes' p99
+/// wait in µs).
+fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
+    const DURATION_NS: u64 = 200_000;
+    let machine = Machine::by_name("x5-4").unwrap();
+    let out = Arc::new(std::sync::Mutex::new((0u64, Vec::<u64>::new())));
+    let result = out.clone();
+    Simulation::new(machine).seed(3).run(move || {
+        let lock = Arc::new(CachePadded::new(L::make()));
+        let table: Arc<Vec<CachePadded<[u8; 64]>>> =
+            Arc::new((0..64).map(|_| CachePadded::new([0; 64])).collect());
+        let workers: Vec<_> = numa_sim::placement(machine, threads)
+            .unwrap()
+            .into_iter()
+            .map(|hw| {
+                let (lock, table) = (lock.clone(), table.clone());
+                thread::spawn_on(hw, move || {
+                    let mut rng = numa_sim::thread_seed() | 1;
+                    let (mut ops, mut waits) = (0u64, Vec::new());
+                    while numa_sim::clock_ns() < DURATION_NS {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let line = table[(rng % 64) as usize].as_ptr();
+                        if rng / 64 % 100 < read_pct {
+                            lock.read(|| {
+                                numa_sim::touch_read(&[line]);
+                                numa_sim::work(50);
+                            });
+                        } else {
+                            let called = numa_sim::clock_ns();
+                            lock.write(|| {
+                                waits.push(numa_sim::clock_ns() - called);
+                                numa_sim::touch(&[line]);
+                                numa_sim::work(50);
+                            });
+                        }
+                        ops += 1;
+                        numa_sim::work(200);
+                    }
+                    (ops, waits)
+                })
+            })
+            .collect();
+        let mut total = result.lock().unwrap();
+        for w in workers {
+            let (ops, waits) = w.join();
+            total.0 += ops;
+            total.1.extend(waits);
+        }
+    });
+    let (ops, mut waits) = std::mem::take(&mut *out.lock().unwrap());
+    waits.sort_unstable();
+    let p99 = waits
+        .get((waits.len().saturating_sub(1) as f64 * 0.99).ceil() as usize)
+        .copied()
+        .unwrap_or(0);
+    (ops as f64 / (DURATION_NS as f64 / 1e3), p99 as f64 / 1e3)
+}
+
+/// The numasim targets, measured with this file's `rw` table on the X5-4 (see
+/// BENCHMARKS.md, "RwLock"). Prints the table; asserts only what holds with a margin: readers
+/// alone scale, and at 95 % reads the NUMA rwlocks stay ahead of the one-word model.
+#[test]
+fn read_mostly_table_on_x5_4() {
+    type Cna = RwLock<RawNumaRwLock<RawCna>, ()>;
+    type Hq = RwLock<RawNumaRwLock<RawHq>, ()>;
+    type Mcs = RwLock<RawNumaRwLock<RawMcs>, ()>;
+    type CnaMutex = lock_api::Mutex<RawCna, ()>;
+    println!(
+        "read_pct threads | cna-rw  hq-rw  mcs-rw  one-word  cna-mutex (ops/us; writers' p99 wait us)"
+    );
+    let mut at72 = std::collections::HashMap::new();
+    for read_pct in [100, 95, 0] {
+        for threads in [1, 8, 36, 72] {
+            let rows = [
+                ("cna-rw", rw_table::<Cna>(threads, read_pct)),
+                ("hq-rw", rw_table::<Hq>(threads, read_pct)),
+                ("mcs-rw", rw_table::<Mcs>(threads, read_pct)),
+                ("one-word", rw_table::<OneWordRw>(threads, read_pct)),
+                ("cna-mutex", rw_table::<CnaMutex>(threads, read_pct)),
+            ];
+            let cells: Vec<String> = rows
+                .iter()
+                .map(|(_, (rate, p99))| format!("{rate:7.1} ({p99:.1})"))
+                .collect();
+            println!("{read_pct:>8} {threads:>7} | {}", cells.join(" "));
+            for (name, (rate, p99)) in rows {
+                at72.insert((name, read_pct, threads), (rate, p99));
+            }
+        }
+    }
+    let rate = |name, pct, threads| at72[&(name, pct, threads)].0;
+    // Readers alone: 12x (measured 43 against 3.6 ops/us; the target is 0.8 x 72,
+    // not reached: the 18 readers of a socket share its slot's line).
+    assert!(rate("cna-rw", 100, 72) > 8.0 * rate("cna-rw", 100, 1));
+    assert!(rate("cna-rw", 100, 72) > 20.0 * rate("one-word", 100, 72));
+    // 95 % reads: ahead of the one-word model (measured 0.8 against 0.5 ops/us; the issue's
+    // target, 5x, is not reached: writers' revocations park the readers).
+    assert!(rate("cna-rw", 95, 72) > rate("one-word", 95, 72));
+}
