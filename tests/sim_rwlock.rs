@@ -486,9 +486,9 @@ fn read_mostly_table_on_x5_4() {
         }
     }
     let rate = |name, pct, threads| at72[&(name, pct, threads)].0;
-    // Readers alone: 12x (measured 43 against 3.6 ops/us; the target is 0.8 x 72,
-    // not reached: the 18 readers of a socket share its slot's line).
-    assert!(rate("cna-rw", 100, 72) > 8.0 * rate("cna-rw", 100, 1));
+    // Readers alone: 40x (measured 146 against 3.6 ops/us; the target is 0.8 x 72,
+    // not reached: the 18 readers of a socket share its 4 slots' lines).
+    assert!(rate("cna-rw", 100, 72) > 25.0 * rate("cna-rw", 100, 1));
     assert!(rate("cna-rw", 100, 72) > 20.0 * rate("one-word", 100, 72));
     // 95 % reads: ahead of the one-word model (measured 0.8 against 0.5 ops/us; the issue's
     // target, 5x, is not reached: writers' revocations park the readers).
