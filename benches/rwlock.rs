@@ -104,7 +104,7 @@ fn read_mostly_one<L: BenchRw + 'static>(
                     s.spawn(move || {
                         barrier.wait();
                         for i in 0..per_thread {
-                            if (i + t as u64) % 20 == 0 {
+                            if (i + t as u64).is_multiple_of(20) {
                                 lock.write();
                             } else {
                                 black_box(lock.read());
