@@ -455,7 +455,7 @@ fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
 
 /// The numasim targets, measured with this file's `rw` table on the X5-4 (see
 /// BENCHMARKS.md, "RwLock"). Prints the table; asserts only what holds with a margin: readers
-/// alone scale, and at 95 % reads the NUMA rwlocks stay ahead of the one-word model.
+/// alone scale, at 95 % reads the NUMA rwlocks are 5x the one-word model, writers' p99 wait.
 #[test]
 fn read_mostly_table_on_x5_4() {
     type Cna = RwLock<RawNumaRwLock<RawCna>, ()>;
@@ -490,7 +490,10 @@ fn read_mostly_table_on_x5_4() {
     // not reached: the 18 readers of a socket share its 4 slots' lines).
     assert!(rate("cna-rw", 100, 72) > 25.0 * rate("cna-rw", 100, 1));
     assert!(rate("cna-rw", 100, 72) > 20.0 * rate("one-word", 100, 72));
-    // 95 % reads: ahead of the one-word model (measured 0.8 against 0.5 ops/us; the issue's
-    // target, 5x, is not reached: writers' revocations park the readers).
-    assert!(rate("cna-rw", 95, 72) > rate("one-word", 95, 72));
+    // 95 % reads: measured 5.4 (cna-rw) and 5.8 (hq-rw) against the one-word model's 0.5.
+    assert!(rate("cna-rw", 95, 72) > 5.0 * rate("one-word", 95, 72));
+    assert!(rate("hq-rw", 95, 72) > 5.0 * rate("one-word", 95, 72));
+    // The writers are not starved: the bound is a p99 wait of 1 ms.
+    assert!(at72[&("cna-rw", 95, 72)].1 < 1000.0);
+    assert!(at72[&("hq-rw", 95, 72)].1 < 1000.0);
 }
