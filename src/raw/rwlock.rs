@@ -152,8 +152,9 @@ pub const WRITER_STREAK_LIMIT: u32 = 4;
 /// Reader slots per NUMA node: a node's readers spread over this many lines, by thread, so
 /// that a socket's 18 cores do not all write one line. A writer reads them all, so more slots
 /// make writers slower. Measured in numa_sim on the X5-4 (`read_mostly_table_on_x5_4` in
-/// `tests/sim_rwlock.rs`, 72 threads, ops/µs; one reader alone: 3.6): 1 slot per node, 43 with
-/// only readers and 0.8 at 95 % reads; 4 slots, 146 and 0.8; 8 slots, 184 and 0.4.
+/// `tests/sim_rwlock.rs`, 72 threads, ops/µs at 100 / 95 / 0 % reads; one thread alone: 3.6):
+/// 4 slots 146 / 5.4 / 1.5, 8 slots 184 / 4.8 / 1.3. With 1 slot per node, only readers reached
+/// 43 (measured before writers dropped the `HELD` CAS).
 const SLOTS_PER_NODE: usize = 4;
 
 crate::sync::thread_local! {
