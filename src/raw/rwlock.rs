@@ -54,7 +54,8 @@
 //! and hand over exactly as `CnaMutex`'s or `HqMutex`'s waiters do (NUMA-local handoffs with
 //! `RawCna`/`RawHq`). The holder of `M` is the only thread that sets `WRITER`. A writer sets
 //! `WRITER` (revoking the readers' fast path), then waits for the sum of the slots to reach 0
-//! (spinning, then parking on `drain`), then sets `HELD`. An upgradable reader holds `M` without
+//! (spinning, then parking on `drain`); in a recursive lock it then sets `HELD` (see below). An
+//! upgradable reader holds `M` without
 //! `WRITER`, so it shares the lock with readers and excludes writers and other upgradable
 //! readers; upgrading is the writer's revoke-and-drain.
 //!
@@ -70,7 +71,8 @@
 //! | `waiting` (count) | a reader that found `WRITER`, once per acquisition (register) | that reader, once it got in or gave up |
 //!
 //! Transitions of one writer: `M` taken → (maybe: wait for `waiting == 0`) → `WRITER` →
-//! slots drain → `WRITER | HELD` (CAS, fails if `VETO` or anything else changed) → critical
+//! slots drain → (recursive locks: `WRITER | HELD`, a CAS that fails if `VETO` or anything else
+//! changed, and then the writer rescans) → critical
 //! section → `WRITER`, `HELD`, `VETO`, `READERS_PARKED` cleared (one `fetch_and`, Release), wake
 //! if `READERS_PARKED` was set → `M` released.
 //!
