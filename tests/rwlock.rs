@@ -621,3 +621,27 @@ mod aliases {
         send::<numa_locks::CnaMappedRecursiveRwLockWriteGuard<'static, u32>>();
     }
 }
+
+/// `arc_lock` and `serde` come through `lock_api`, as for parking_lot's RwLock.
+mod features {
+    #[cfg(feature = "arc_lock")]
+    #[test]
+    fn arc_guards() {
+        let lock = std::sync::Arc::new(numa_locks::CnaRwLock::new(1));
+        let read = lock.read_arc();
+        assert_eq!(*read, 1);
+        drop(read);
+        *lock.write_arc() += 1;
+        assert_eq!(*lock.upgradable_read_arc(), 2);
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn serde_round_trip() {
+        let lock = numa_locks::HqRwLock::new(vec![1, 2]);
+        let text = serde_json::to_string(&lock).unwrap();
+        assert_eq!(text, "[1,2]");
+        let back: numa_locks::McsRwLock<Vec<u32>> = serde_json::from_str(&text).unwrap();
+        assert_eq!(*back.read(), [1, 2]);
+    }
+}
