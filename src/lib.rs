@@ -43,6 +43,12 @@ pub mod lockup;
 mod mutex;
 mod qnode;
 pub mod raw;
+// The raw rwlock lives beside the raw mutexes (src/raw/rwlock.rs) but is declared here, so that
+// src/raw/mod.rs, being rewritten on main, needs no change; its types are re-exported below.
+#[path = "raw/rwlock.rs"]
+mod raw_rwlock;
+#[cfg(not(loom))]
+mod rwlock;
 #[cfg(feature = "stats")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stats")))]
 pub mod stats;
@@ -60,6 +66,26 @@ pub use mutex::{
     HqMappedReentrantMutexGuard, HqMutex, HqMutexGuard, HqReentrantMutex, HqReentrantMutexGuard,
     McsCondvar, McsMappedMutexGuard, McsMappedReentrantMutexGuard, McsMutex, McsMutexGuard,
     McsReentrantMutex, McsReentrantMutexGuard, RawThreadId,
+};
+pub use raw_rwlock::{
+    RawCnaRecursiveRwLock, RawCnaRwLock, RawHqRecursiveRwLock, RawHqRwLock, RawMcsRecursiveRwLock,
+    RawMcsRwLock, RawNumaRwLock, WRITER_STREAK_LIMIT, WriterLock,
+};
+#[cfg(not(loom))]
+pub use rwlock::{
+    CnaMappedRecursiveRwLockReadGuard, CnaMappedRecursiveRwLockWriteGuard,
+    CnaMappedRwLockReadGuard, CnaMappedRwLockWriteGuard, CnaRecursiveRwLock,
+    CnaRecursiveRwLockReadGuard, CnaRecursiveRwLockUpgradableReadGuard,
+    CnaRecursiveRwLockWriteGuard, CnaRwLock, CnaRwLockReadGuard, CnaRwLockUpgradableReadGuard,
+    CnaRwLockWriteGuard, HqMappedRecursiveRwLockReadGuard, HqMappedRecursiveRwLockWriteGuard,
+    HqMappedRwLockReadGuard, HqMappedRwLockWriteGuard, HqRecursiveRwLock,
+    HqRecursiveRwLockReadGuard, HqRecursiveRwLockUpgradableReadGuard, HqRecursiveRwLockWriteGuard,
+    HqRwLock, HqRwLockReadGuard, HqRwLockUpgradableReadGuard, HqRwLockWriteGuard,
+    McsMappedRecursiveRwLockReadGuard, McsMappedRecursiveRwLockWriteGuard,
+    McsMappedRwLockReadGuard, McsMappedRwLockWriteGuard, McsRecursiveRwLock,
+    McsRecursiveRwLockReadGuard, McsRecursiveRwLockUpgradableReadGuard,
+    McsRecursiveRwLockWriteGuard, McsRwLock, McsRwLockReadGuard, McsRwLockUpgradableReadGuard,
+    McsRwLockWriteGuard,
 };
 /// What `numasim --paths` counts (the simulator only).
 #[doc(hidden)]

@@ -1,6 +1,7 @@
-//! The drop-in swap: one program written against parking_lot's API, compiled four times: against
-//! parking_lot itself (the reference), and with only the type names changed to this crate's
-//! McsMutex, CnaMutex and HqMutex families. Each `names` module below is the whole difference.
+//! The drop-in swap: two programs written against parking_lot's API (one with its mutexes,
+//! one with its rwlocks), each compiled four times: against parking_lot itself (the
+//! reference), and with only the type names changed to this crate's Mcs, Cna and Hq families.
+//! Each `names` module below is the whole difference.
 #![cfg(not(loom))]
 
 /// parking_lot's names, as a program written for parking_lot imports them.
@@ -240,3 +241,224 @@ program!(parking_lot_reference, parking_lot_names);
 program!(mcs, mcs_names);
 program!(cna, cna_names);
 program!(hq, hq_names);
+
+/// parking_lot's RwLock names, as a program written for parking_lot imports them.
+mod parking_lot_rw_names {
+    pub use parking_lot::{
+        MappedRwLockReadGuard, MappedRwLockWriteGuard, RecursiveRwLock, RecursiveRwLockReadGuard,
+        RwLock, RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard,
+    };
+}
+
+/// The same names, swapped to `numa_locks`' CNA rwlocks (MCS and HQ: the prefix changed).
+mod cna_rw_names {
+    pub use numa_locks::{
+        CnaMappedRwLockReadGuard as MappedRwLockReadGuard,
+        CnaMappedRwLockWriteGuard as MappedRwLockWriteGuard, CnaRecursiveRwLock as RecursiveRwLock,
+        CnaRecursiveRwLockReadGuard as RecursiveRwLockReadGuard, CnaRwLock as RwLock,
+        CnaRwLockReadGuard as RwLockReadGuard,
+        CnaRwLockUpgradableReadGuard as RwLockUpgradableReadGuard,
+        CnaRwLockWriteGuard as RwLockWriteGuard,
+    };
+}
+
+mod mcs_rw_names {
+    pub use numa_locks::{
+        McsMappedRwLockReadGuard as MappedRwLockReadGuard,
+        McsMappedRwLockWriteGuard as MappedRwLockWriteGuard, McsRecursiveRwLock as RecursiveRwLock,
+        McsRecursiveRwLockReadGuard as RecursiveRwLockReadGuard, McsRwLock as RwLock,
+        McsRwLockReadGuard as RwLockReadGuard,
+        McsRwLockUpgradableReadGuard as RwLockUpgradableReadGuard,
+        McsRwLockWriteGuard as RwLockWriteGuard,
+    };
+}
+
+mod hq_rw_names {
+    pub use numa_locks::{
+        HqMappedRwLockReadGuard as MappedRwLockReadGuard,
+        HqMappedRwLockWriteGuard as MappedRwLockWriteGuard, HqRecursiveRwLock as RecursiveRwLock,
+        HqRecursiveRwLockReadGuard as RecursiveRwLockReadGuard, HqRwLock as RwLock,
+        HqRwLockReadGuard as RwLockReadGuard,
+        HqRwLockUpgradableReadGuard as RwLockUpgradableReadGuard,
+        HqRwLockWriteGuard as RwLockWriteGuard,
+    };
+}
+
+/// The RwLock program: a read-mostly routing table, written against parking_lot's RwLock API.
+/// `$names` is the module it imports its lock types from; nothing else differs.
+macro_rules! rwlock_program {
+    ($module:ident, $names:ident) => {
+        mod $module {
+            use super::$names::{
+                MappedRwLockReadGuard, MappedRwLockWriteGuard, RecursiveRwLock,
+                RecursiveRwLockReadGuard, RwLock, RwLockReadGuard, RwLockUpgradableReadGuard,
+                RwLockWriteGuard,
+            };
+            use std::collections::HashMap;
+            use std::sync::Arc;
+            use std::thread;
+            use std::time::{Duration, Instant};
+
+            static ROUTES: RwLock<Vec<(u32, &str)>> = RwLock::new(Vec::new());
+
+            struct Table {
+                routes: HashMap<u32, u32>,
+                /// Always the sum of the routes' values: a reader that saw a half-done update
+                /// would find it wrong.
+                checksum: u32,
+            }
+
+            fn checksum_of(guard: RwLockReadGuard<'_, Table>) -> MappedRwLockReadGuard<'_, u32> {
+                RwLockReadGuard::map(guard, |table| &table.checksum)
+            }
+
+            fn routes_of(
+                guard: RwLockWriteGuard<'_, Table>,
+            ) -> MappedRwLockWriteGuard<'_, HashMap<u32, u32>> {
+                RwLockWriteGuard::map(guard, |table| &mut table.routes)
+            }
+
+            #[test]
+            fn rwlock_basics_map_upgrade_downgrade() {
+                ROUTES.write().push((1, "eth0"));
+                assert_eq!(ROUTES.read().len(), 1);
+
+                let table = RwLock::new(Table {
+                    routes: HashMap::new(),
+                    checksum: 0,
+                });
+                routes_of(table.write()).insert(10, 3);
+                table.write().checksum = 3;
+                assert_eq!(*checksum_of(table.read()), 3);
+                // Readers share.
+                let (a, b) = (table.read(), table.read());
+                assert_eq!(a.checksum + b.checksum, 6);
+                assert!(table.try_write().is_none());
+                assert!(table.is_locked() && !table.is_locked_exclusive());
+                drop((a, b));
+                // Upgradable: shared with readers, then upgraded, then downgraded.
+                let upgradable = table.upgradable_read();
+                let reader = table.read();
+                assert!(table.try_upgradable_read().is_none());
+                drop(reader);
+                let mut writer = RwLockUpgradableReadGuard::upgrade(upgradable);
+                writer.routes.insert(11, 4);
+                writer.checksum += 4;
+                assert!(table.is_locked_exclusive());
+                let upgradable = RwLockWriteGuard::downgrade_to_upgradable(writer);
+                let upgradable = match RwLockUpgradableReadGuard::try_upgrade(upgradable) {
+                    Ok(writer) => RwLockWriteGuard::downgrade_to_upgradable(writer),
+                    Err(_) => panic!("no reader is inside"),
+                };
+                let reader = RwLockUpgradableReadGuard::downgrade(upgradable);
+                assert_eq!(reader.checksum, 7);
+                drop(reader);
+                // try_map hands the guard back on failure; unlocked, bump and the fair unlock.
+                let guard = match RwLockReadGuard::try_map(table.read(), |t| t.routes.get(&99)) {
+                    Ok(_) => panic!("no route 99"),
+                    Err(guard) => guard,
+                };
+                RwLockReadGuard::unlock_fair(guard);
+                let mut guard = table.write();
+                RwLockWriteGuard::unlocked(&mut guard, || assert!(!table.is_locked()));
+                RwLockWriteGuard::bump(&mut guard);
+                RwLockWriteGuard::unlock_fair(guard);
+                let mut owned = table;
+                owned.get_mut().checksum = 0;
+                assert_eq!(owned.into_inner().checksum, 0);
+            }
+
+            #[test]
+            fn rwlock_timed_locking() {
+                let lock = Arc::new(RwLock::new(0u32));
+                let reader = lock.read();
+                let other = lock.clone();
+                let started = Instant::now();
+                thread::spawn(move || {
+                    assert!(other.try_write_for(Duration::from_millis(5)).is_none());
+                    assert!(other.try_read_for(Duration::from_millis(5)).is_some());
+                    let upgradable = other
+                        .try_upgradable_read_until(Instant::now() + Duration::from_secs(60))
+                        .unwrap();
+                    let upgradable = RwLockUpgradableReadGuard::try_upgrade_for(
+                        upgradable,
+                        Duration::from_millis(5),
+                    )
+                    .err()
+                    .expect("a reader is inside");
+                    drop(upgradable);
+                })
+                .join()
+                .unwrap();
+                assert!(started.elapsed() >= Duration::from_millis(10));
+                drop(reader);
+                let writer = lock.write();
+                let other = lock.clone();
+                thread::spawn(move || {
+                    assert!(other.try_read_for(Duration::from_millis(5)).is_none());
+                    assert!(
+                        other
+                            .try_write_until(Instant::now() + Duration::from_millis(5))
+                            .is_none()
+                    );
+                })
+                .join()
+                .unwrap();
+                drop(writer);
+                *lock.try_write_for(Duration::from_secs(60)).unwrap() += 1;
+                assert_eq!(*lock.try_read().unwrap(), 1);
+            }
+
+            #[test]
+            fn read_mostly_table() {
+                let table = Arc::new(RwLock::new(Table {
+                    routes: (0..64).map(|k| (k, 1)).collect(),
+                    checksum: 64,
+                }));
+                let readers: Vec<_> = (0..4)
+                    .map(|_| {
+                        let table = table.clone();
+                        thread::spawn(move || {
+                            for _ in 0..2_000 {
+                                let t = table.read();
+                                assert_eq!(t.routes.values().sum::<u32>(), t.checksum);
+                            }
+                        })
+                    })
+                    .collect();
+                for i in 0..200 {
+                    let mut t = table.write();
+                    *t.routes.get_mut(&(i % 64)).unwrap() += 1;
+                    t.checksum += 1;
+                }
+                for r in readers {
+                    r.join().unwrap();
+                }
+                assert_eq!(table.read().checksum, 264);
+            }
+
+            #[test]
+            fn recursive_read_with_waiting_writer() {
+                let lock = Arc::new(RecursiveRwLock::new(0u32));
+                let first: RecursiveRwLockReadGuard<'_, u32> = lock.read();
+                let writer = {
+                    let lock = lock.clone();
+                    thread::spawn(move || *lock.write() += 1)
+                };
+                thread::sleep(Duration::from_millis(10));
+                // The writer waits for `first`; reading again must not wait behind it.
+                let second = lock.read();
+                assert_eq!(*first + *second, 0);
+                drop(first);
+                drop(second);
+                writer.join().unwrap();
+                assert_eq!(*lock.read(), 1);
+            }
+        }
+    };
+}
+
+rwlock_program!(parking_lot_rwlock_reference, parking_lot_rw_names);
+rwlock_program!(mcs_rwlock, mcs_rw_names);
+rwlock_program!(cna_rwlock, cna_rw_names);
+rwlock_program!(hq_rwlock, hq_rw_names);

@@ -1,0 +1,224 @@
+//! loom models of the rwlock (`RawNumaRwLock`): the reader/writer handshake on the per-node
+//! slots, revocation and draining (with readers that leave on another node's slot), inflation
+//! while a compact holder holds, upgrades, and recursive readers vetoing a draining writer. Run
+//! with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_rwlock -- --test-threads=1`.
+//!
+//! Under loom spinning is skipped, so every wait parks (the futex emulation on loom's mutex and
+//! condvar): the models also check that no wake-up is lost (a lost one is a deadlock, which
+//! loom reports). The data is a loom `UnsafeCell`: loom fails a model in which a read and a
+//! write of it are not ordered by the lock.
+#![cfg(loom)]
+
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+use numa_locks::raw::{RawCna, RawMcs};
+use numa_locks::{RawNumaRwLock, loom_clock, topology, tunables};
+
+/// Bounds the preemptions loom explores, keeping each model within CI time.
+fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(max_preemptions);
+    builder.check(f);
+}
+
+type Shared<M, const R: bool> = Arc<(RawNumaRwLock<M, R>, UnsafeCell<usize>)>;
+
+fn new_shared<M: numa_locks::WriterLock, const R: bool>(inflated: bool) -> Shared<M, R> {
+    let shared = Arc::new((RawNumaRwLock::<M, R>::new(), UnsafeCell::new(0usize)));
+    if inflated {
+        // Two readers at once inflate the lock; the models then start from the inflated state.
+        shared.0.lock_shared();
+        shared.0.lock_shared();
+        unsafe {
+            shared.0.unlock_shared();
+            shared.0.unlock_shared();
+        }
+        assert!(shared.0.has_reader_slots());
+    }
+    shared
+}
+
+fn read<M: numa_locks::WriterLock, const R: bool>(shared: &Shared<M, R>) -> usize {
+    shared.0.lock_shared();
+    let value = shared.1.with(|v| unsafe { *v });
+    unsafe { shared.0.unlock_shared() };
+    value
+}
+
+fn write<M: numa_locks::WriterLock, const R: bool>(shared: &Shared<M, R>) {
+    shared.0.lock_exclusive();
+    shared.1.with_mut(|v| unsafe { *v += 1 });
+    unsafe { shared.0.unlock_exclusive() };
+}
+
+/// A reader on node 1 and a writer on node 0 race on an inflated lock: the slot increment and
+/// the revocation cannot miss each other (the data cell checks it), and the writer's drain
+/// wait cannot sleep through the reader's leaving.
+#[test]
+fn reader_writer_race_inflated() {
+    tunables::reset_defaults();
+    model(3, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        let s2 = shared.clone();
+        let reader = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            let v = read(&s2);
+            assert!(v <= 1);
+        });
+        topology::set_thread_node(Some(0));
+        write(&shared);
+        reader.join().unwrap();
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+}
+
+/// Two readers on two nodes and a writer: the writer revokes while readers are inside or
+/// entering; one reader leaves on the other node's slot (it migrated), so the drain must
+/// count the sum, not each slot.
+#[test]
+fn revocation_with_migrating_reader() {
+    tunables::reset_defaults();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        let s2 = shared.clone();
+        let s3 = shared.clone();
+        let migrating = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            s2.0.lock_shared();
+            let v = s2.1.with(|v| unsafe { *v });
+            topology::set_thread_node(Some(0));
+            unsafe { s2.0.unlock_shared() };
+            assert!(v <= 1);
+        });
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            write(&s3);
+        });
+        topology::set_thread_node(Some(1));
+        assert!(read(&shared) <= 1);
+        migrating.join().unwrap();
+        writer.join().unwrap();
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+}
+
+/// Inflation races with a compact holder: a compact writer holds, a reader arrives (and
+/// inflates), the writer unlocks the inflated way; and a compact reader leaves while a writer
+/// inflates.
+#[test]
+fn inflation_under_compact_holders() {
+    tunables::reset_defaults();
+    model(3, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(false);
+        let s2 = shared.clone();
+        let reader = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            assert!(read(&s2) <= 1);
+        });
+        topology::set_thread_node(Some(0));
+        write(&shared);
+        reader.join().unwrap();
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+}
+
+/// An upgradable reader upgrades while a reader is inside and a writer queues behind it on
+/// the writer lock (CNA): the upgrade drains the reader, and the writer follows.
+#[test]
+fn upgrade_against_reader_and_writer() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawCna, false>(true);
+        let s2 = shared.clone();
+        let s3 = shared.clone();
+        let reader = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            assert!(read(&s2) <= 2);
+        });
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            write(&s3);
+        });
+        topology::set_thread_node(Some(0));
+        shared.0.lock_upgradable();
+        let before = shared.1.with(|v| unsafe { *v });
+        unsafe { shared.0.upgrade() };
+        shared.1.with_mut(|v| unsafe { *v = before + 1 });
+        unsafe { shared.0.downgrade() };
+        assert!(shared.1.with(|v| unsafe { *v }) >= 1);
+        unsafe { shared.0.unlock_shared() };
+        reader.join().unwrap();
+        writer.join().unwrap();
+        assert_eq!(read(&shared), 2);
+        assert!(!shared.0.is_locked());
+    });
+}
+
+/// A recursive lock: a thread that reads reads again while a writer drains (it vetoes the
+/// writer instead of waiting behind it, which would deadlock); the writer then gets in.
+#[test]
+fn recursive_reader_vetoes_draining_writer() {
+    tunables::reset_defaults();
+    model(3, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, true>(true);
+        let s2 = shared.clone();
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            write(&s2);
+        });
+        topology::set_thread_node(Some(0));
+        shared.0.lock_shared();
+        let first = shared.1.with(|v| unsafe { *v });
+        shared.0.lock_shared();
+        let second = shared.1.with(|v| unsafe { *v });
+        assert_eq!(first, second, "a writer got in between two nested reads");
+        unsafe {
+            shared.0.unlock_shared();
+            shared.0.unlock_shared();
+        }
+        writer.join().unwrap();
+        assert_eq!(read(&shared), 1);
+    });
+}
+
+/// A writer whose wait times out (the clock jumps past every deadline) takes its revocation
+/// back: the reader inside, and a reader arriving meanwhile, are not left blocked.
+#[test]
+fn timed_writer_leaves_no_trace() {
+    tunables::reset_defaults();
+    model(3, || {
+        loom_clock::reset(1 << 40);
+        let shared = new_shared::<RawMcs, false>(true);
+        shared.0.lock_shared();
+        let s2 = shared.clone();
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            if s2
+                .0
+                .try_lock_exclusive_for(std::time::Duration::from_millis(1))
+            {
+                s2.1.with_mut(|v| unsafe { *v += 1 });
+                unsafe { s2.0.unlock_exclusive() };
+            }
+        });
+        let s3 = shared.clone();
+        let reader = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            assert_eq!(read(&s3), 0);
+        });
+        reader.join().unwrap();
+        unsafe { shared.0.unlock_shared() };
+        writer.join().unwrap();
+        assert!(!shared.0.is_locked());
+    });
+}
