@@ -111,6 +111,21 @@ impl SpinBudget {
         Self::with_max_step(MAX_STEP, Self::wait_ns(), until)
     }
 
+    /// A budget of the configured spin time, without backoff, ending no later than `until`
+    /// (a timed waiter's deadline), if given: the rwlock's waits (`src/raw/rwlock.rs`), which
+    /// keep the plain spin time whatever the core's crowding.
+    #[inline]
+    pub(crate) fn new(until: Option<u64>) -> Self {
+        Self::with_max_step(0, tunables::spin_ns(), until)
+    }
+
+    /// [`SpinBudget::new`] with exponential backoff between looks (the rwlock's writer that
+    /// waits on a shared word).
+    #[inline]
+    pub(crate) fn with_backoff(until: Option<u64>) -> Self {
+        Self::with_max_step(MAX_STEP, tunables::spin_ns(), until)
+    }
+
     /// Declares the budget's end again to the simulator, for a spin loop that wrote to memory
     /// since the budget was made (numa_sim compresses a declared loop only until its thread's
     /// next write). Nothing outside numa_sim.
