@@ -139,52 +139,6 @@ impl RawCna {
         }
     }
 
-    /// Acquires the lock, waiting as long as needed.
-    #[inline]
-    #[cfg_attr(feature = "lockup", track_caller)]
-    pub fn lock(&self) {
-        if !self.core.try_lock_fast() {
-            self.lock_slow(None);
-        }
-    }
-
-    /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
-    /// `LockCore::lock_contended`.
-    #[cfg_attr(feature = "lockup", track_caller)]
-    fn lock_slow(&self, deadline: Option<u64>) -> bool {
-        // Relaxed: only a hint for stealing; the queue orders those who queue.
-        self.core.lock_contended(
-            || self.tail.load(Ordering::Relaxed) == 0,
-            |me| self.lock_queued(me, deadline),
-            deadline,
-        )
-    }
-
-    /// Acquires the lock if it is free and no waiter is owed it.
-    #[inline]
-    #[cfg_attr(feature = "lockup", track_caller)]
-    pub fn try_lock(&self) -> bool {
-        self.core.try_lock()
-    }
-
-    /// Releases the lock.
-    ///
-    /// # Safety
-    /// The lock must be held (by this thread or by a guard this thread was given).
-    #[inline]
-    pub unsafe fn unlock(&self) {
-        self.core.on_release();
-        // A proxy recorded (only we, the holder, record one) is handed on before the release.
-        // Looked up with a load, not a CAS expecting `LOCKED`: that CAS fails on every queued
-        // handoff (the head reserved the lock). A CAS-first release made CnaMutex faster on
-        // `x5-4` `counter` at 16-72 threads (2.50-2.55 against 2.30-2.36 M/s) but sent 3.6-4.3%
-        // of its handoffs across sockets, against 1.2-1.5% (numa_sim, seed 1).
-        if self.core.word.has_proxy() {
-            self.hand_from_proxy(false);
-        }
-        self.core.word.unlock();
-    }
-
     /// Releases the lock so that no arriving thread can steal it, and makes the queue head's
     /// next handoff flush the secondary queue: waiters bypassed because of their node go next,
     /// in the order they arrived, regardless of node.
@@ -646,6 +600,31 @@ impl QueueLock for RawCna {
             .acquired();
         debug_assert!(acquired);
         self.core.note_queued_acquisition();
+    }
+}
+
+impl crate::raw::QueuePolicy for RawCna {
+    #[inline]
+    fn nobody_queued(&self) -> bool {
+        // Relaxed: only a hint for stealing; the queue orders those who queue.
+        self.tail.load(Ordering::Relaxed) == 0
+    }
+
+    #[inline]
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
+        RawCna::lock_queued(self, me, deadline)
+    }
+
+    #[inline(always)]
+    fn before_unlock(&self) {
+        // A proxy recorded (only we, the holder, record one) is handed on before the release.
+        // Looked up with a load, not a CAS expecting `LOCKED`: that CAS fails on every queued
+        // handoff (the head reserved the lock). A CAS-first release made CnaMutex faster on
+        // `x5-4` `counter` at 16-72 threads (2.50-2.55 against 2.30-2.36 M/s) but sent 3.6-4.3%
+        // of its handoffs across sockets, against 1.2-1.5% (numa_sim, seed 1).
+        if self.core.word.has_proxy() {
+            self.hand_from_proxy(false);
+        }
     }
 }
 

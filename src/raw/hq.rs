@@ -441,54 +441,6 @@ impl RawHq {
         lock
     }
 
-    /// Acquires the lock, waiting as long as needed.
-    #[inline]
-    #[cfg_attr(feature = "lockup", track_caller)]
-    pub fn lock(&self) {
-        // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`) sets
-        // `NO_STEAL` until the new head has the lock, so this CAS cannot jump the queue.
-        if !self.core.try_lock_fast() {
-            self.lock_slow(None);
-        }
-    }
-
-    /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
-    /// `LockCore::lock_contended`.
-    #[cfg_attr(feature = "lockup", track_caller)]
-    fn lock_slow(&self, deadline: Option<u64>) -> bool {
-        // Relaxed: only a hint for stealing; the queues order those who queue.
-        self.core.lock_contended(
-            || self.fifo_tail.load(Ordering::Relaxed) == 0,
-            |me| self.lock_queued(me, deadline),
-            deadline,
-        )
-    }
-
-    /// Acquires the lock if it is free and no waiter is owed it.
-    #[inline]
-    #[cfg_attr(feature = "lockup", track_caller)]
-    pub fn try_lock(&self) -> bool {
-        self.core.try_lock()
-    }
-
-    /// Releases the lock.
-    ///
-    /// # Safety
-    /// The lock must be held (by this thread or by a guard this thread was given).
-    #[inline]
-    pub unsafe fn unlock(&self) {
-        self.core.on_release();
-        // A handoff the holder deferred (only we record one) is made before the release.
-        // Looked up with a load, not a CAS expecting `LOCKED`: that CAS fails on every queued
-        // handoff (the head reserved the lock), and the release then takes a second round
-        // trip (numa_sim, `x5-4` `counter`, 16-32 threads: 2.06-2.08 against 2.79-3.11 M/s,
-        // fairness factor 0.64 against 0.50).
-        if self.core.word.has_proxy() {
-            self.hand_deferred();
-        }
-        self.core.word.unlock();
-    }
-
     /// Releases the lock so that the next handoff goes to the node that has waited longest
     /// (the next entry of the node FIFO), whatever the local count; no arriving thread can
     /// steal it.
@@ -1078,6 +1030,31 @@ impl QueueLock for RawHq {
             .acquired();
         debug_assert!(acquired);
         self.core.note_queued_acquisition();
+    }
+}
+
+impl crate::raw::QueuePolicy for RawHq {
+    #[inline]
+    fn nobody_queued(&self) -> bool {
+        // Relaxed: only a hint for stealing; the queue orders those who queue.
+        self.fifo_tail.load(Ordering::Relaxed) == 0
+    }
+
+    #[inline]
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
+        RawHq::lock_queued(self, me, deadline)
+    }
+
+    #[inline(always)]
+    fn before_unlock(&self) {
+        // A handoff the holder deferred (only we record one) is made before the release.
+        // Looked up with a load, not a CAS expecting `LOCKED`: that CAS fails on every queued
+        // handoff (the head reserved the lock), and the release then takes a second round
+        // trip (numa_sim, `x5-4` `counter`, 16-32 threads: 2.06-2.08 against 2.79-3.11 M/s,
+        // fairness factor 0.64 against 0.50).
+        if self.core.word.has_proxy() {
+            self.hand_deferred();
+        }
     }
 }
 

@@ -64,44 +64,6 @@ impl RawMcs {
         }
     }
 
-    /// Acquires the lock, waiting as long as needed.
-    #[inline]
-    #[cfg_attr(feature = "lockup", track_caller)]
-    pub fn lock(&self) {
-        if !self.core.try_lock_fast() {
-            self.lock_slow(None);
-        }
-    }
-
-    /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
-    /// `LockCore::lock_contended`.
-    #[cfg_attr(feature = "lockup", track_caller)]
-    fn lock_slow(&self, deadline: Option<u64>) -> bool {
-        // Relaxed: only a hint for stealing; the queue orders those who queue.
-        self.core.lock_contended(
-            || self.tail.load(Ordering::Relaxed) == 0,
-            |me| self.lock_queued(me, deadline),
-            deadline,
-        )
-    }
-
-    /// Acquires the lock if it is free and no waiter is owed it.
-    #[inline]
-    #[cfg_attr(feature = "lockup", track_caller)]
-    pub fn try_lock(&self) -> bool {
-        self.core.try_lock()
-    }
-
-    /// Releases the lock.
-    ///
-    /// # Safety
-    /// The lock must be held (by this thread or by a guard this thread was given).
-    #[inline]
-    pub unsafe fn unlock(&self) {
-        self.core.on_release();
-        self.core.word.unlock();
-    }
-
     /// Releases the lock to the longest-waiting queued thread: no arriving thread can steal it.
     ///
     /// # Safety
@@ -244,6 +206,19 @@ impl QueueLock for RawMcs {
         let acquired = self.lock_as_head(me, None).acquired();
         debug_assert!(acquired);
         self.core.note_queued_acquisition();
+    }
+}
+
+impl crate::raw::QueuePolicy for RawMcs {
+    #[inline]
+    fn nobody_queued(&self) -> bool {
+        // Relaxed: only a hint for stealing; the queue orders those who queue.
+        self.tail.load(Ordering::Relaxed) == 0
+    }
+
+    #[inline]
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
+        RawMcs::lock_queued(self, me, deadline)
     }
 }
 

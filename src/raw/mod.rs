@@ -1013,13 +1013,72 @@ pub(crate) fn deadline_after(timeout: Duration) -> u64 {
     now_ns().saturating_add(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Implements `lock_api::RawMutex`, `RawMutexFair` and `RawMutexTimed`, and the inherent
-/// `try_lock_for`, for a raw lock that has a field `core: LockCore`, the inherent methods `lock`,
-/// `try_lock`, `unlock`, `unlock_fair`, `is_locked`, a `const fn new`, and
-/// `lock_slow(deadline: Option<u64>) -> bool` (the slow path, see `LockCore::lock_contended`).
+/// A queue lock's policy: what differs between `RawMcs`, `RawCna` and `RawHq`. Everything else
+/// (the fast paths, the slow path's start, the release, `lock_api`'s traits) is written once,
+/// by [`impl_raw_mutex!`], over these hooks.
+pub(crate) trait QueuePolicy {
+    /// Whether nobody waits in the lock's queues: a hint for an arriving thread's stealing spin
+    /// (Relaxed; the queue orders those who queue).
+    fn nobody_queued(&self) -> bool;
+
+    /// The queued acquisition of the node `me`, until `deadline` if given (see
+    /// `LockCore::lock_contended`).
+    fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued;
+
+    /// What the holder finishes before it releases the lock (CNA hands on from its proxy node,
+    /// HQ makes the handoff it deferred); nothing for MCS.
+    #[inline(always)]
+    fn before_unlock(&self) {}
+}
+
+/// Implements the inherent `lock`, `try_lock`, `unlock` and `try_lock_for`, and
+/// `lock_api::RawMutex`, `RawMutexFair` and `RawMutexTimed`, for a raw lock that has a field
+/// `core: LockCore`, implements [`QueuePolicy`], and has the inherent methods `unlock_fair`,
+/// `is_locked` and a `const fn new`.
 macro_rules! impl_raw_mutex {
     ($raw:ty) => {
         impl $raw {
+            /// Acquires the lock, waiting as long as needed.
+            #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
+            pub fn lock(&self) {
+                // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`)
+                // sets `NO_STEAL` until the new head has the lock, so this CAS cannot jump the
+                // queue.
+                if !self.core.try_lock_fast() {
+                    self.lock_slow(None);
+                }
+            }
+
+            /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
+            /// `LockCore::lock_contended`.
+            #[cfg_attr(feature = "lockup", track_caller)]
+            fn lock_slow(&self, deadline: Option<u64>) -> bool {
+                self.core.lock_contended(
+                    || $crate::raw::QueuePolicy::nobody_queued(self),
+                    |me| $crate::raw::QueuePolicy::lock_queued(self, me, deadline),
+                    deadline,
+                )
+            }
+
+            /// Acquires the lock if it is free and no waiter is owed it.
+            #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
+            pub fn try_lock(&self) -> bool {
+                self.core.try_lock()
+            }
+
+            /// Releases the lock.
+            ///
+            /// # Safety
+            /// The lock must be held (by this thread or by a guard this thread was given).
+            #[inline]
+            pub unsafe fn unlock(&self) {
+                self.core.on_release();
+                $crate::raw::QueuePolicy::before_unlock(self);
+                self.core.word.unlock();
+            }
+
             /// Acquires the lock if it can within `timeout`: `true` once this thread holds it,
             /// `false` once `timeout` has passed (never earlier). A waiter that gives up leaves
             /// the lock's queue without disturbing it. `lock_api`'s `try_lock_for` and
