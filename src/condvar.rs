@@ -65,8 +65,9 @@
 use core::ptr;
 
 use crate::qnode::{self, Queued, node};
-use crate::raw::{ALONE_YIELD_NS, QueueLock, Token, deadline_after};
+use crate::raw::{QueueLock, Token, deadline_after};
 use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, spin_hint};
+use crate::wait::ALONE_YIELD_NS;
 use crate::{sync, topology, wait};
 
 /// The raw condition variable behind [`McsCondvar`](crate::McsCondvar),

@@ -108,7 +108,7 @@ const STEAL_SPINS: u32 = 3;
 /// `pause`s between two clock reads of the pause phase.
 const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
-pub(crate) const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
+const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
 const PROXY_SHIFT: u32 = 4;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
@@ -398,8 +398,7 @@ impl LockWord {
                         // the steal bound.
                         looks = looks.wrapping_add(1);
                         if !bound_passed && looks.is_multiple_of(STEAL_BOUND_LOOKS) {
-                            bound_passed =
-                                now_ns().saturating_sub(since) >= tunables::steal_bound_ns();
+                            bound_passed = steal_bound_passed(since);
                         }
                         if bound_passed || may_mark {
                             self.set_no_steal();
@@ -436,7 +435,7 @@ impl LockWord {
             };
             looks = looks.wrapping_add(1);
             if !bound_passed && (!spun || looks.is_multiple_of(STEAL_BOUND_LOOKS)) {
-                bound_passed = now_ns().saturating_sub(since) >= tunables::steal_bound_ns();
+                bound_passed = steal_bound_passed(since);
                 if bound_passed {
                     continue;
                 }
@@ -940,6 +939,12 @@ fn keep_marked(marked: u32, successor: u32) -> u32 {
 
 /// Looks the steal bound up at most once in this many looks of a spinning head.
 const STEAL_BOUND_LOOKS: u32 = 64;
+
+/// Whether a head that became head at `since` has tolerated stealers for the steal bound.
+#[inline]
+fn steal_bound_passed(since: u64) -> bool {
+    now_ns().saturating_sub(since) >= tunables::steal_bound_ns()
+}
 
 /// Wakes a sleeping successor early, so that it is spinning by the time it becomes head
 /// (the blocking-ShflLock idea). Only the current head calls this, on its own successor, and
