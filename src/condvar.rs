@@ -68,7 +68,7 @@ use crate::qnode::{self, Queued, node};
 use crate::raw::{QueueLock, Token, deadline_after};
 use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, spin_hint};
 use crate::wait::ALONE_YIELD_NS;
-use crate::{sync, topology, wait};
+use crate::{sync, wait};
 
 /// The raw condition variable behind [`McsCondvar`](crate::McsCondvar),
 /// [`CnaCondvar`](crate::CnaCondvar) and [`HqCondvar`](crate::HqCondvar), for the mutex `R`
@@ -189,7 +189,7 @@ impl<R: QueueLock> RawCondvar<R> {
     /// As for `wait_until_ns`.
     unsafe fn wait_queued(&self, mutex: &R, me: u32, mut deadline: Option<u64>) -> bool {
         let my = node(me);
-        my.reset(topology::current_node() as u64);
+        my.reset(crate::qnode::current_place());
         self.list_lock.lock();
         let current = self.mutex.load(Ordering::Relaxed);
         let ours = mutex as *const R as *mut R;

@@ -33,7 +33,8 @@ pub(crate) struct QNode {
     pub(crate) status: AtomicU32,
     /// The next waiter in the (main, local or secondary) queue, 0 if none yet.
     pub(crate) next: AtomicU32,
-    /// The waiter's NUMA node hint, as returned by `topology::current_node()`.
+    /// The waiter's place (a locality hint, see [`place`]): its NUMA node and its cache (L3)
+    /// domain.
     pub(crate) numa: AtomicU64,
     /// CNA, valid in the head of a secondary queue: the tail of that secondary queue.
     pub(crate) secondary_tail: AtomicU32,
@@ -49,6 +50,35 @@ pub(crate) struct QNode {
     /// While the node waits in a condition variable's list: 1, or 2 once notified; 0 otherwise
     /// (guarded by that condition variable's list lock; see `condvar.rs`).
     pub(crate) cv_queued: AtomicU32,
+}
+
+/// A waiter's place as [`QNode::numa`] holds it: its NUMA node in the low 32 bits and its cache
+/// (L3) domain, a machine-wide index, above. Two waiters with equal places share an L3; with
+/// equal [`place_node`]s, a NUMA node. Only a hint: ids beyond 32 bits are truncated, which may
+/// cost locality, never correctness.
+#[inline]
+pub(crate) const fn place(node: usize, domain: usize) -> u64 {
+    (node as u32 as u64) | (domain as u32 as u64) << 32
+}
+
+/// The NUMA node of a [`place`].
+#[inline]
+pub(crate) const fn place_node(place: u64) -> usize {
+    place as u32 as usize
+}
+
+/// The cache (L3) domain of a [`place`].
+#[inline]
+pub(crate) const fn place_domain(place: u64) -> usize {
+    (place >> 32) as usize
+}
+
+/// The calling thread's [`place`]: one topology lookup.
+#[inline]
+pub(crate) fn current_place() -> u64 {
+    // TODO(#26): topology::current_locality() once the topology knows cache domains.
+    let node = crate::topology::current_node();
+    place(node, node)
 }
 
 /// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.

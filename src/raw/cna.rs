@@ -83,7 +83,7 @@ use crate::raw::{
     LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
 };
 use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
-use crate::{topology, tunables};
+use crate::tunables;
 use core::cell::Cell;
 
 /// The raw compact NUMA-aware lock behind [`CnaMutex`](crate::CnaMutex): 8 bytes, keeps the
@@ -163,7 +163,7 @@ impl RawCna {
 
     fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
-        let numa = topology::current_node() as u64;
+        let numa = crate::qnode::current_place();
         my.reset(numa);
         // (prev, *) → (me, *). AcqRel: Release publishes `my.reset` (our node id included);
         // Acquire makes `prev`'s node visible before we write its link.

@@ -6,16 +6,17 @@
 //! fifo_tail  index of the last entry of the node FIFO, 0 = none  (4 bytes)
 //! queues     -> NodeQueues, null until contention is sustained   (8 bytes)   -> 16 bytes in all
 //!
-//! NodeQueues { mode, deferred, local_tail[64] }                  (heap, one per contended lock)
+//! NodeQueues { mode, deferred, flat_until, tails[groups][16] }  (heap, one per contended lock)
 //!
 //! node FIFO (linked by fifo_next):   head(R0) ------> R1 ------> W ------> R2 = fifo_tail
 //!                                      |               |                    |
 //! local queues (linked by next):     R0 -> a -> b     R1 -> c              R2
-//!                                    = local_tail[0]  = local_tail[1]      = local_tail[2]
+//!                                    = tail(0)        = tail(1)            = tail(2)
 //! ```
 //!
 //! There are two kinds of **FIFO entries**: a *representative* (`R`), the first waiter of the
-//! local queue of its slot (`numa % 64`), and a *flat waiter* (`W`), which joined the FIFO
+//! local queue of its slot (its place: NUMA node and cache domain, see `NodeQueues::slot_of`), and
+//! a *flat waiter* (`W`), which joined the FIFO
 //! directly and has no local queue. The **head** (the only thread that waits on the lock word)
 //! is always the FIFO's front entry. Waiters behind a representative in its local queue touch
 //! only their slot's tail word when they arrive: the FIFO, and the lock word, see one entry per
@@ -46,7 +47,7 @@
 //! |                                       | `i`                       | entry `i` is the last of the FIFO         |
 //! | `queues` (holder)                     | null / pointer            | no per-node state yet / allocated, freed in `drop` |
 //! | `mode` (holder)                       | `FLAT` / `HIERARCHICAL`   | arrivals join the FIFO / their local queue |
-//! | `local_tail[s]` (arrivals, head)      | 0                         | no waiter of slot `s` in a local queue    |
+//! | `tail(s)` (arrivals, head)            | 0                         | no waiter of slot `s` in a local queue    |
 //! |                                       | `i`                       | waiter `i` is the last of slot `s`'s queue |
 //! | `deferred` (holder, claimer, unlock)  | 0                         | no deferred handoff                       |
 //! |                                       | `front \| count << 32 \| streak << 51 \| s << 56` | the holder (`count` local handoffs into its node's turn, carrying `streak`) kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with `count + 1`; otherwise `unlock` makes `front` head, and at `count = 0` the turn was barren (see [`Deferral`]) |
@@ -134,12 +135,12 @@
 //! lasts at most `limit` consecutive local handoffs (the count travels with headship and every
 //! local handoff, claimed deferrals included, adds one), a representative whose turn ended
 //! re-joins at the tail, and stealing is bounded by the lock word's `NO_STEAL`. Slots are
-//! `numa % 64`, so any node id (even garbage) is only a locality hint: two nodes sharing a slot
-//! share a local queue.
+//! a function of the waiter's place that maps any node id (even garbage) into the lock's slots,
+//! so a place is only a locality hint: two places sharing a slot share a local queue.
 //!
 //! # Orderings weaker than `SeqCst`
 //!
-//! - Tail swaps (`fifo_tail`, `local_tail`) are `AcqRel`: Release publishes the arrival's
+//! - Tail swaps (`fifo_tail`, local tails) are `AcqRel`: Release publishes the arrival's
 //!   `reset` node; Acquire makes the predecessor's node visible before we write its link.
 //! - Link stores (`fifo_next`, `next`) are `Release`, paired with the `Acquire` in
 //!   `wait_for_next`; `S.fifo_next = F` is `Relaxed` because handing headship to `S`
@@ -167,9 +168,19 @@ use crate::raw::{
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, const_fn, now_ns};
 use crate::{topology, tunables};
 
-/// Local queues per lock; a thread of NUMA node `n` queues in slot `n % SLOTS`. 64 covers the
-/// largest machines' node counts; the padded tails cost 8 KiB per contended lock.
-const SLOTS: usize = 64;
+/// Local queues per lock at most (slots); a thread queues in the slot of its place (see
+/// [`NodeQueues::slot_of`]). The slot travels in 7-bit and 8-bit fields (see [`FROM_MASK`],
+/// [`Deferral`]).
+const MAX_SLOTS: usize = 64;
+
+/// Local-queue tails on one line: the tails of one NUMA node's cache domains share a line (as all
+/// of a node's arrivals once shared one tail), so the per-lock state grows with the nodes, not
+/// with the domains.
+const TAILS_PER_LINE: usize = 16;
+
+/// Lines of local-queue tails at least: machines with up to 4 NUMA nodes, and tests that give
+/// threads node ids 0-3 on a one-node machine, keep a line per node.
+const MIN_GROUPS: usize = 4;
 
 /// `NodeQueues::mode`: arrivals join the FIFO directly (the plain queue lock).
 const FLAT: u32 = 0;
@@ -223,7 +234,7 @@ impl Deferral {
             front: d as u32,
             count: (d >> 32) as u32 & ((1 << DEFERRED_COUNT_BITS) - 1),
             streak: (d >> 51) as u32 & 0x1f,
-            slot: (d >> 56) as usize & (SLOTS - 1),
+            slot: (d >> 56) as usize & (MAX_SLOTS - 1),
         }
     }
 }
@@ -293,7 +304,7 @@ const fn kept_local(streak: u32) -> u32 {
 const FROM_SHIFT: u32 = 8;
 const SKIP_MASK: u32 = (1 << FROM_SHIFT) - 1;
 const FROM_MASK: u32 = 0x7f;
-const _: () = assert!(FLAT_CHECKS_SKIPPED <= SKIP_MASK && SLOTS as u32 <= FROM_MASK);
+const _: () = assert!(FLAT_CHECKS_SKIPPED <= SKIP_MASK && MAX_SLOTS as u32 <= FROM_MASK);
 /// In a flat waiter's `HEAD` payload count: a contended handoff of the current streak crossed
 /// nodes (see [`FROM_SHIFT`]).
 const CROSSED: u32 = (FROM_MASK + 1) << FROM_SHIFT;
@@ -337,33 +348,85 @@ pub struct RawHq {
     switch_after: u32,
 }
 
-/// The per-node state of one contended lock.
+/// The per-node state of one contended lock: three lines of holder state and one line of
+/// local-queue tails per NUMA node (at least [`MIN_GROUPS`]), sized by the machine when the lock
+/// first turns hierarchical: 896 bytes on machines of up to 4 nodes with up to 16 cache domains
+/// each (against 8.5 KiB for the 64 padded tails before; see [`RawHq::heap_size`]).
 struct NodeQueues {
-    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change only.
-    mode: CachePadded<AtomicU32>,
+    /// What every arrival reads: the mode and where the local-queue tails are.
+    arrivals: CachePadded<Arrivals>,
     /// A handoff deferred to the end of the critical section (see the state table), or 0.
     deferred: CachePadded<AtomicU64>,
     /// While `mode` is `FLAT` after barren turns: until when (`now_ns`) it stays flat; 0 if
     /// it did not go flat that way. Written and read by lock holders only.
     flat_until: CachePadded<AtomicU64>,
-    /// `local_tail[s]`: the last waiter of slot `s`'s local queue, 0 if none.
-    local_tail: [CachePadded<AtomicU32>; SLOTS],
+}
+
+/// The line of [`NodeQueues`] every arrival reads: written once when the state is made, and then
+/// only `mode`, on a mode change.
+struct Arrivals {
+    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change only.
+    mode: AtomicU32,
+    /// log2 of the slots per group (cache domains kept apart per node), at most log2 of
+    /// [`TAILS_PER_LINE`].
+    per_shift: u32,
+    /// Groups (lines) - 1; a power of two minus one.
+    group_mask: usize,
+    /// The local-queue tails, one line per group of slots (a NUMA node's cache domains): slot
+    /// `s`'s tail is `tails[s >> per_shift][s & per_mask]`, the last waiter of its local queue, 0
+    /// if none.
+    tails: Box<[CachePadded<[AtomicU32; TAILS_PER_LINE]>]>,
 }
 
 impl NodeQueues {
     fn new(mode: u32) -> Self {
+        let (groups, per) = queue_shape();
         NodeQueues {
-            mode: CachePadded::new(AtomicU32::new(mode)),
+            arrivals: CachePadded::new(Arrivals {
+                mode: AtomicU32::new(mode),
+                per_shift: per.trailing_zeros(),
+                group_mask: groups - 1,
+                tails: (0..groups)
+                    .map(|_| CachePadded::new(core::array::from_fn(|_| AtomicU32::new(0))))
+                    .collect(),
+            }),
             deferred: CachePadded::new(AtomicU64::new(0)),
             flat_until: CachePadded::new(AtomicU64::new(0)),
-            local_tail: core::array::from_fn(|_| CachePadded::new(AtomicU32::new(0))),
         }
+    }
+
+    /// The slot of a waiter at `place` (see [`qnode::place`]): its node's group, and its cache
+    /// domain within the group. A node's domains are numbered contiguously, so the domains of one
+    /// node get distinct slots when it has at most the group's slots. Any place (even garbage)
+    /// maps to a valid slot; two places sharing one share a local queue, which costs locality
+    /// only.
+    #[inline]
+    fn slot_of(&self, place: u64) -> usize {
+        let Arrivals {
+            per_shift,
+            group_mask,
+            ..
+        } = *self.arrivals;
+        (qnode::place_node(place) & group_mask) << per_shift
+            | (qnode::place_domain(place) & ((1 << per_shift) - 1))
+    }
+
+    /// The local-queue tail of `slot`.
+    #[inline]
+    fn tail(&self, slot: usize) -> &AtomicU32 {
+        let a = &*self.arrivals;
+        &a.tails[(slot >> a.per_shift) & a.group_mask][slot & ((1 << a.per_shift) - 1)]
+    }
+
+    /// Bytes of heap this state takes.
+    fn heap_size(&self) -> usize {
+        size_of::<Self>() + size_of_val(&*self.arrivals.tails)
     }
 
     #[inline]
     fn is_hierarchical(&self) -> bool {
         // Relaxed: any answer is correct (see the module docs, Modes).
-        self.mode.load(Ordering::Relaxed) == HIERARCHICAL
+        self.arrivals.mode.load(Ordering::Relaxed) == HIERARCHICAL
     }
 
     /// Takes the deferred handoff of `slot`, if there is one: returns `(front, payload)`.
@@ -396,6 +459,22 @@ impl NodeQueues {
                 .is_ok())
         .then(|| Deferral::unpack(d))
     }
+}
+
+/// The local queues' shape for this machine: `(groups, slots per group)`, both powers of two,
+/// with at most [`MAX_SLOTS`] slots: a group per NUMA node (at least [`MIN_GROUPS`], more with
+/// virtual nodes), and a slot per cache domain of a node (at most [`TAILS_PER_LINE`]).
+fn queue_shape() -> (usize, usize) {
+    let nodes = topology::node_count()
+        .max(topology::virtual_nodes().unwrap_or(0))
+        .max(MIN_GROUPS);
+    let domains_per_node: usize = 1;
+    let groups = nodes.next_power_of_two().min(MAX_SLOTS);
+    let per = domains_per_node
+        .next_power_of_two()
+        .min(TAILS_PER_LINE)
+        .min(MAX_SLOTS / groups);
+    (groups, per)
 }
 
 /// Where an arrival queued in hierarchical mode: its slot's local queue.
@@ -463,6 +542,20 @@ impl RawHq {
         self.core.word.is_locked()
     }
 
+    /// Bytes of heap the lock holds: 0 until contention across nodes or cache domains is
+    /// sustained, then its per-node state (one line of local-queue tails per NUMA node, at least
+    /// four, plus three lines: 896 bytes on a machine of up to 4 nodes), kept until the lock is
+    /// dropped.
+    ///
+    /// ```
+    /// use numa_locks::raw::RawHq;
+    ///
+    /// assert_eq!(RawHq::new().heap_size(), 0);
+    /// ```
+    pub fn heap_size(&self) -> usize {
+        self.queues().map_or(0, NodeQueues::heap_size)
+    }
+
     /// The per-node queues, if allocated.
     #[inline]
     fn queues(&self) -> Option<&NodeQueues> {
@@ -501,21 +594,21 @@ impl RawHq {
 
     fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
-        let numa = topology::current_node();
-        my.reset(numa as u64);
+        let numa = qnode::current_place();
+        my.reset(numa);
         let local = self
             .queues()
             .filter(|queues| queues.is_hierarchical())
             .map(|queues| Local {
                 queues,
-                slot: numa % SLOTS,
+                slot: queues.slot_of(numa),
             });
         let mut head_payload = None;
         if let Some(Local { queues, slot }) = local {
             // Relaxed: published with the node by the tail swap below.
             my.hq_slot.store(slot as u32 + 1, Ordering::Relaxed);
             // (*, prev, *) → (*, me, *). AcqRel: as for the FIFO tail below.
-            let prev = queues.local_tail[slot].swap(me, Ordering::AcqRel);
+            let prev = queues.tail(slot).swap(me, Ordering::AcqRel);
             if prev != 0 {
                 // Release: pairs with the Acquire in `wait_for_next`; `prev` may now make us
                 // head (a local handoff).
@@ -709,7 +802,7 @@ impl RawHq {
                 return Some(linked);
             }
             // (*, me, L) → (*, 0, L); failure means a successor swapped the local tail.
-            if replace_tail(&queues.local_tail[slot], me, 0) {
+            if replace_tail(queues.tail(slot), me, 0) {
                 None
             } else {
                 Some(wait_for_next(&node(me).next))
@@ -743,7 +836,7 @@ impl RawHq {
         // the holder that handed it headship and whether its streak crossed nodes (see
         // `FROM_SHIFT`). Our own slot: `numa` is ours, written when we queued.
         let (skip, my_slot, crossed) = if local.is_none() {
-            let my_slot = (my.numa.load(Ordering::Relaxed) % SLOTS as u64) as u32;
+            let my_slot = flat_place(my.numa.load(Ordering::Relaxed));
             let from = (count >> FROM_SHIFT) & FROM_MASK;
             let crossed = count & CROSSED != 0 || (from != 0 && from - 1 != my_slot);
             (count & SKIP_MASK, my_slot, crossed)
@@ -818,9 +911,9 @@ impl RawHq {
                 // of our node): a local handoff after all. Relaxed: `front`'s owner wrote its
                 // `numa` before the Release swap that published it, which our Acquire in
                 // `wait_for_next` made visible.
-                Some(Local { slot, .. })
+                Some(Local { queues, slot })
                     if stay_local
-                        && node(front).numa.load(Ordering::Relaxed) as usize % SLOTS == slot =>
+                        && queues.slot_of(node(front).numa.load(Ordering::Relaxed)) == slot =>
                 {
                     self.hand_headship_marked(
                         front,
@@ -886,7 +979,7 @@ impl RawHq {
                         return (0, FLAT_CHECKS_SKIPPED);
                     }
                     // Relaxed: see the module docs (Modes).
-                    queues.mode.store(HIERARCHICAL, Ordering::Relaxed);
+                    queues.arrivals.mode.store(HIERARCHICAL, Ordering::Relaxed);
                 }
             }
             None => {
@@ -924,7 +1017,7 @@ impl RawHq {
             now_ns().saturating_add(FLAT_FOR_NS).max(1),
             Ordering::Relaxed,
         );
-        queues.mode.store(FLAT, Ordering::Relaxed);
+        queues.arrivals.mode.store(FLAT, Ordering::Relaxed);
     }
 
     /// The holder found nobody waiting: back to the plain queue lock.
@@ -936,7 +1029,7 @@ impl RawHq {
             && queues.is_hierarchical()
         {
             // Relaxed: see the module docs (Modes).
-            queues.mode.store(FLAT, Ordering::Relaxed);
+            queues.arrivals.mode.store(FLAT, Ordering::Relaxed);
         }
     }
 
@@ -975,6 +1068,15 @@ fn replace_tail(tail: &AtomicU32, me: u32, to: u32) -> bool {
         && tail
             .compare_exchange(me, to, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
+}
+
+/// A flat waiter's place as its `HEAD` payload carries it (see [`FROM_SHIFT`]): its cache domain
+/// (on machines with one domain per node, its node), below [`MAX_SLOTS`]. A streak of handoffs
+/// between domains turns the lock hierarchical, so that the local queues keep handoffs within a
+/// domain.
+#[inline]
+fn flat_place(place: u64) -> u32 {
+    (qnode::place_domain(place) % MAX_SLOTS) as u32
 }
 
 /// The local-handoff limit as a `u32` (the setter keeps it within 1..=2^24).

@@ -85,7 +85,7 @@ impl RawMcs {
         let my = node(me);
         // MCS needs no node id; lockup reports show where the waiters are.
         my.reset(if cfg!(feature = "lockup") {
-            crate::topology::current_node() as u64
+            crate::qnode::current_place()
         } else {
             0
         });

@@ -981,7 +981,7 @@ pub(crate) fn walk_links(from: u32, link: fn(&QNode) -> &AtomicU32, visit: &mut 
         }
         let n = qnode::node(at);
         // Relaxed / Acquire: a racy snapshot for a report; every index names a live node.
-        visit(n.numa.load(Ordering::Relaxed));
+        visit(qnode::place_node(n.numa.load(Ordering::Relaxed)) as u64);
         at = link(n).load(Ordering::Acquire);
     }
 }
