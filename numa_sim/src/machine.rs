@@ -114,8 +114,14 @@ pub struct Machine {
     pub sockets: usize,
     /// NUMA nodes per socket.
     pub nodes_per_socket: usize,
-    /// L3 domains (CCX, die cluster) per node.
+    /// L3 domains (CCX, die cluster) per node: the latency level [`LatencyClass::SameL3`].
     pub l3_per_node: usize,
+    /// Cache domains per node: the L3 caches the operating system reports in a node (sysfs
+    /// `cache/index3/shared_cpu_list`), what [`current_domain`](crate::current_domain) answers.
+    /// Equal to `l3_per_node` where the latency level is the L3 itself (AMD CCXs, Intel sockets);
+    /// 1 on Kunpeng 920, whose L3 is shared by the die (one node) while its latency level is the
+    /// 4-core cluster. Divides `l3_per_node`.
+    pub cache_domains_per_node: usize,
     /// Cores per L3 domain.
     pub cores_per_l3: usize,
     /// Hardware threads per core (1 without SMT).
@@ -229,6 +235,38 @@ impl Machine {
     /// The NUMA node of hardware thread `hw`.
     pub fn node_of(&self, hw: usize) -> usize {
         self.place(hw).node
+    }
+
+    /// Cache domains in all (see [`Machine::cache_domains_per_node`]).
+    ///
+    /// ```
+    /// use numa_sim::Machine;
+    ///
+    /// assert_eq!(Machine::by_name("epyc-2s").unwrap().domain_count(), 12);
+    /// assert_eq!(Machine::by_name("kunpeng920").unwrap().domain_count(), 4);
+    /// ```
+    pub fn domain_count(&self) -> usize {
+        self.node_count() * self.cache_domains_per_node
+    }
+
+    /// The cache domain of hardware thread `hw`, numbered machine-wide node by node (node 0's
+    /// domains first), as an operating system's L3 caches in topology order.
+    ///
+    /// ```
+    /// use numa_sim::Machine;
+    ///
+    /// let m = Machine::by_name("epyc-2s").unwrap();
+    /// assert_eq!(m.domain_of(0), 0);
+    /// assert_eq!(m.domain_of(16), 1); // the second CCX: 8 cores x 2 threads further
+    /// assert_eq!(m.domain_of(96), 6); // socket 1's first CCX
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `hw >= self.hw_threads()`.
+    pub fn domain_of(&self, hw: usize) -> usize {
+        let l3_per_domain = (self.l3_per_node / self.cache_domains_per_node.max(1)).max(1);
+        self.place(hw).l3 / l3_per_domain
     }
 
     /// How far apart hardware threads `a` and `b` are.
@@ -471,6 +509,7 @@ pub mod presets {
         sockets: 4,
         nodes_per_socket: 1,
         l3_per_node: 1,
+        cache_domains_per_node: 1,
         cores_per_l3: 18,
         threads_per_core: 2,
         store_buffer: 42,
@@ -494,6 +533,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 1,
         l3_per_node: 1,
+        cache_domains_per_node: 1,
         cores_per_l3: 12,
         threads_per_core: 2,
         store_buffer: 42,
@@ -529,6 +569,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 2,
         l3_per_node: 6,
+        cache_domains_per_node: 1,
         cores_per_l3: 4,
         threads_per_core: 1,
         store_buffer: 48,
@@ -575,6 +616,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 1,
         l3_per_node: 6,
+        cache_domains_per_node: 6,
         cores_per_l3: 8,
         threads_per_core: 2,
         store_buffer: 64,
@@ -620,6 +662,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 1,
         l3_per_node: 1,
+        cache_domains_per_node: 1,
         cores_per_l3: 16,
         threads_per_core: 2,
         store_buffer: 56,
@@ -679,6 +722,20 @@ mod tests {
                 assert!(m.transfer(class) > 0, "{} {class:?}", m.name);
             }
             assert!(m.describe().starts_with(m.name));
+            assert!(
+                m.cache_domains_per_node >= 1 && m.l3_per_node % m.cache_domains_per_node == 0,
+                "{}: cache domains must divide the L3 domains",
+                m.name
+            );
+            // Domains are contiguous per node and nest in them.
+            for hw in 0..m.hw_threads() {
+                assert_eq!(
+                    m.domain_of(hw) / m.cache_domains_per_node,
+                    m.node_of(hw),
+                    "{}",
+                    m.name
+                );
+            }
         }
     }
 
