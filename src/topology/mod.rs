@@ -473,19 +473,13 @@ pub fn set_thread_domain(domain: Option<usize>) {
 pub fn set_virtual_domains(count: Option<usize>) -> Result<(), TopologyError> {
     let stored = match count {
         None => 0,
-        Some(value @ 0) => {
+        Some(count @ 1..=MAX_CPUS) => count,
+        Some(value) => {
             return Err(TopologyError::InvalidVirtualDomainCount {
                 value,
                 max: MAX_CPUS,
             });
         }
-        Some(value) if value > MAX_CPUS => {
-            return Err(TopologyError::InvalidVirtualDomainCount {
-                value,
-                max: MAX_CPUS,
-            });
-        }
-        Some(count) => count,
     };
     if stored != 0 {
         // Relaxed: see `current_locality`.
