@@ -328,15 +328,19 @@ pub fn in_simulation() -> bool {
 /// The NUMA node of the hardware thread the calling simulated thread is pinned to (0 for the
 /// harness, and outside a simulation).
 pub fn current_node() -> usize {
-    match engine::context() {
-        Some(cell) => {
-            let e = cell.borrow();
-            e.tasks[e.current]
-                .hw
-                .map_or(0, |hw| e.machine().node_of(hw))
-        }
-        None => 0,
-    }
+    on_pinned_hw_thread(Machine::node_of)
+}
+
+/// `answer(machine, hw)` for the hardware thread `hw` the calling simulated thread is pinned to;
+/// 0 for the harness, and outside a simulation.
+fn on_pinned_hw_thread(answer: impl FnOnce(&Machine, usize) -> usize) -> usize {
+    let Some(cell) = engine::context() else {
+        return 0;
+    };
+    let e = cell.borrow();
+    e.tasks[e.current]
+        .hw
+        .map_or(0, |hw| answer(e.machine(), hw))
 }
 
 /// The simulated machine's NUMA node count (1 outside a simulation).
@@ -364,15 +368,7 @@ pub fn node_count() -> usize {
 /// assert_eq!(numa_sim::current_domain(), 0);
 /// ```
 pub fn current_domain() -> usize {
-    match engine::context() {
-        Some(cell) => {
-            let e = cell.borrow();
-            e.tasks[e.current]
-                .hw
-                .map_or(0, |hw| e.machine().domain_of(hw))
-        }
-        None => 0,
-    }
+    on_pinned_hw_thread(Machine::domain_of)
 }
 
 /// The simulated machine's cache (L3) domain count ([`Machine::domain_count`]; 1 outside a

@@ -68,6 +68,7 @@ fn domains_are_the_l3_latency_level_where_the_os_sees_it() {
 fn preset_domain_counts() {
     let count = |name: &str| Machine::by_name(name).unwrap().domain_count();
     assert_eq!(count("epyc-2s"), 12);
+    assert_eq!(count("epyc9654-2s"), 24);
     assert_eq!(count("x5-4"), 4);
     assert_eq!(count("kunpeng920"), 4);
     assert_eq!(count("e5-2690v3-2s"), 2);
@@ -83,4 +84,46 @@ fn outside_a_simulation_one_domain() {
         assert_eq!(numa_sim::current_domain(), 0);
         assert_eq!(numa_sim::domain_count(), 12);
     });
+}
+
+/// 2 × EPYC 9654: 2 sockets (one node each) × 12 CCXs × 8 cores × 2 threads, and its latency
+/// classes as the preset's documentation cites them.
+#[test]
+fn epyc9654_2s_shape_and_classes() {
+    let m = Machine::by_name("epyc9654-2s").unwrap();
+    assert_eq!(m.hw_threads(), 384);
+    assert!(m.hw_threads() <= numa_sim::MAX_HW_THREADS);
+    assert_eq!((m.node_count(), m.domain_count()), (2, 24));
+    assert_eq!(m.class(0, 1), LatencyClass::Smt);
+    assert_eq!(m.class(0, 15), LatencyClass::SameL3);
+    assert_eq!(m.class(0, 16), LatencyClass::SameNode);
+    assert_eq!(m.class(0, 191), LatencyClass::SameNode);
+    assert_eq!(m.class(0, 192), LatencyClass::OtherSocket);
+    assert_eq!((m.domain_of(15), m.domain_of(16)), (0, 1));
+    assert_eq!((m.domain_of(191), m.domain_of(192)), (11, 12));
+    let ns = |class| m.transfer(class) / 1000;
+    assert_eq!(
+        [
+            LatencyClass::Smt,
+            LatencyClass::SameL3,
+            LatencyClass::SameNode,
+            LatencyClass::OtherSocket
+        ]
+        .map(ns),
+        [9, 23, 97, 193]
+    );
+    assert_eq!(m.costs.remote_home_same_socket, None);
+    // 384 simulated threads, one per hardware thread, each on its own domain's answer.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    Simulation::new(m).run(move || {
+        let threads: Vec<_> = (0..m.hw_threads())
+            .map(|hw| thread::spawn_on(hw, move || (hw, numa_sim::current_domain())))
+            .collect();
+        let answers: Vec<_> = threads.into_iter().map(|t| t.join()).collect();
+        sink.lock().unwrap().extend(answers);
+    });
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 384);
+    assert!(seen.iter().all(|&(hw, domain)| domain == hw / 16));
 }
