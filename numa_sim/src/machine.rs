@@ -18,8 +18,7 @@ const fn ns(x: f64) -> Ps {
 }
 
 /// The most hardware threads a machine may have (the size of the simulator's sharer sets): 512,
-/// room for the 384 of [`epyc9654-2s`](presets::EPYC9654_2S) (2 sockets × 96 cores × 2
-/// threads).
+/// room for the 384 of the `epyc9654-2s` preset (2 sockets × 96 cores × 2 threads).
 pub const MAX_HW_THREADS: usize = 512;
 
 /// The costs of a machine, in picoseconds.
