@@ -1,5 +1,5 @@
-//! `numa_locks::topology`: the CPU list parser, sysfs fixtures, the per-thread override and round-robin
-//! virtual nodes.
+//! `numa_locks::topology`: the CPU list parser, sysfs fixtures (nodes and L3 cache domains), the
+//! per-thread overrides and round-robin virtual nodes and domains.
 //!
 //! Fixtures live in `tests/fixtures/sysfs/<name>/` (each stands for `/sys`); a few cases that are awkward
 //! to check in (huge files, unreadable entries) are built in a temporary directory.
@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 
-use numa_locks::topology::{self, MAX_CPUS, NodeInfo, Topology, TopologyError};
+use numa_locks::topology::{
+    self, DomainInfo, Locality, MAX_CPUS, NodeInfo, Topology, TopologyError,
+};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +46,77 @@ fn layout(topology: &Topology) -> Vec<(usize, Vec<usize>)> {
         .collect()
 }
 
-/// `set_virtual_nodes` is process-wide: every test that turns it on, or relies on it being off, holds this.
+/// `(node, cpus)` of every cache domain, in dense order.
+fn domain_layout(topology: &Topology) -> Vec<(usize, Vec<usize>)> {
+    topology
+        .domains()
+        .iter()
+        .map(|domain| (domain.node, domain.cpus.clone()))
+        .collect()
+}
+
+/// Asserts that `topology` has one domain per node, domain `i` being node `i`.
+fn assert_one_domain_per_node(topology: &Topology) {
+    assert_eq!(
+        topology.domain_count(),
+        topology.node_count(),
+        "{topology:?}"
+    );
+    for (index, node) in topology.nodes().iter().enumerate() {
+        assert_eq!(
+            topology.domains()[index],
+            DomainInfo {
+                node: index,
+                cpus: node.cpus.clone()
+            }
+        );
+        for &cpu in &node.cpus {
+            assert_eq!(
+                topology.locality_of_cpu(cpu),
+                Some(Locality {
+                    node: index,
+                    domain: index
+                })
+            );
+        }
+    }
+}
+
+/// The domain table agrees with the domain list, every domain nests in its node, and the domains of a
+/// node are contiguous and partition its CPUs.
+fn assert_consistent(topology: &Topology) {
+    let mut previous_node = 0;
+    for (index, domain) in topology.domains().iter().enumerate() {
+        assert!(domain.node >= previous_node, "domains ordered by node");
+        previous_node = domain.node;
+        assert_eq!(topology.domain_node(index), Some(domain.node));
+        for &cpu in &domain.cpus {
+            assert_eq!(
+                topology.locality_of_cpu(cpu),
+                Some(Locality {
+                    node: domain.node,
+                    domain: index
+                }),
+                "cpu {cpu}"
+            );
+            assert_eq!(topology.domain_of_cpu(cpu), Some(index));
+            assert_eq!(topology.node_of_cpu(cpu), Some(domain.node));
+        }
+    }
+    assert_eq!(topology.domain_node(topology.domain_count()), None);
+    for (index, node) in topology.nodes().iter().enumerate() {
+        let mut cpus: Vec<usize> = topology
+            .domains()
+            .iter()
+            .filter(|domain| domain.node == index)
+            .flat_map(|domain| domain.cpus.iter().copied())
+            .collect();
+        cpus.sort_unstable();
+        assert_eq!(cpus, node.cpus, "node {index}'s domains partition its CPUs");
+    }
+}
+
+/// `set_virtual_nodes` and `set_virtual_domains` are process-wide: every test that turns it on, or relies on it being off, holds this.
 static VIRTUAL_NODES: Mutex<()> = Mutex::new(());
 
 /// Holds [`VIRTUAL_NODES`] and turns round-robin off again when dropped (also on a failed assertion).
@@ -53,6 +125,7 @@ struct VirtualNodesOff(#[allow(dead_code)] MutexGuard<'static, ()>);
 impl Drop for VirtualNodesOff {
     fn drop(&mut self) {
         topology::set_virtual_nodes(None).unwrap();
+        topology::set_virtual_domains(None).unwrap();
     }
 }
 
@@ -61,6 +134,7 @@ fn serialize_virtual_nodes() -> VirtualNodesOff {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     topology::set_virtual_nodes(None).unwrap();
+    topology::set_virtual_domains(None).unwrap();
     VirtualNodesOff(guard)
 }
 
@@ -587,4 +661,350 @@ fn virtual_nodes_take_effect_after_fast_answers() {
     // Six threads in turn take six ordinals, consecutive unless another thread of this process
     // takes one in between: not all on one node, as a stale "always 0" would answer.
     assert!(nodes.iter().any(|&n| n != nodes[0]), "{nodes:?}");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Cache (L3) domains from sysfs
+
+/// A 2-socket EPYC in NPS1 mode, in miniature: 2 nodes of 4 CCXs of 2 cores, SMT siblings numbered
+/// `cpu` and `cpu + 16` as Linux numbers them, with the full `cache/index0..3` directories.
+#[test]
+fn epyc_nps1_has_one_domain_per_ccx() {
+    let topology = sysfs("epyc_nps1");
+    assert_eq!(topology.node_count(), 2);
+    assert_eq!(topology.domain_count(), 8);
+    let expected: Vec<(usize, Vec<usize>)> = (0..8)
+        .map(|ccx| {
+            let first = 2 * ccx;
+            (ccx / 4, vec![first, first + 1, first + 16, first + 17])
+        })
+        .collect();
+    assert_eq!(domain_layout(&topology), expected);
+    assert_consistent(&topology);
+    assert_eq!(
+        topology.locality_of_cpu(27),
+        Some(Locality { node: 1, domain: 5 })
+    );
+    assert_eq!(topology.locality_of_cpu(32), None);
+}
+
+/// Only `index0..2` (no L3 reported, as on some VMs and Arm servers): one domain per node.
+#[test]
+fn no_index3_gives_one_domain_per_node() {
+    let topology = sysfs("no_index3");
+    assert_eq!(topology.node_count(), 2);
+    assert_one_domain_per_node(&topology);
+}
+
+/// The L3 is found by its `level` file, not by its index: here `index3` is a 2-CPU L2 and the L3 is
+/// `index4`.
+#[test]
+fn l3_is_found_by_level() {
+    let topology = sysfs("l3_at_index4");
+    assert_eq!(
+        domain_layout(&topology),
+        [(0, vec![0, 1, 2, 3]), (0, vec![4, 5, 6, 7])]
+    );
+    assert_consistent(&topology);
+}
+
+/// Sparse node numbers and offline CPUs (which have no cache directory and are left out of the L3
+/// lists): domains hold the online CPUs only, numbered densely.
+#[test]
+fn sparse_nodes_and_offline_cpus_keep_their_domains() {
+    let topology = sysfs("sparse_offline_l3");
+    assert_eq!(layout(&topology)[1].0, 2, "node2 is dense node 1");
+    assert_eq!(topology.domain_count(), 8);
+    assert_consistent(&topology);
+    let layout = domain_layout(&topology);
+    assert_eq!(layout[1], (0, vec![2, 18, 19]), "CPU 3 is offline");
+    assert_eq!(layout[2], (0, vec![5, 20]), "CPUs 4 and 21 are offline");
+    assert_eq!(layout[4], (1, vec![8, 9, 24, 25]));
+    for offline in [3, 4, 21] {
+        assert_eq!(topology.locality_of_cpu(offline), None);
+        assert_eq!(topology.domain_of_cpu(offline), None);
+    }
+}
+
+/// One L3 shared by two nodes (Intel sub-NUMA clustering): split per node, so a domain never spans
+/// two nodes.
+#[test]
+fn l3_spanning_nodes_is_split_per_node() {
+    let topology = sysfs("l3_spans_nodes");
+    assert_eq!(topology.node_count(), 4);
+    assert_one_domain_per_node(&topology);
+}
+
+/// Odd cache data is no error: it leaves one domain per node.
+#[test]
+fn odd_cache_data_falls_back_to_one_domain_per_node() {
+    for name in ["cpu_without_l3", "overlapping_l3", "malformed_l3"] {
+        let topology = sysfs(name);
+        assert_one_domain_per_node(&topology);
+    }
+    // Every older fixture has no cache directories at all.
+    for name in [
+        "one_node",
+        "sparse",
+        "interleaved4",
+        "offline",
+        "offline_node",
+        "memory_only",
+        "two_packages",
+        "four_packages",
+        "wide256",
+    ] {
+        assert_one_domain_per_node(&sysfs(name));
+    }
+}
+
+/// Cache data is read only for online CPUs, and unreadable cache files change nothing but the
+/// domains.
+#[test]
+fn generated_cache_trees() {
+    let root = TempRoot::new();
+    root.write("devices/system/node/node0/cpulist", b"0-3\n");
+    for cpu in 0..4 {
+        let shared = if cpu < 2 { "0-1\n" } else { "2-3\n" };
+        root.write(
+            &format!("devices/system/cpu/cpu{cpu}/cache/index3/level"),
+            b"3\n",
+        );
+        root.write(
+            &format!("devices/system/cpu/cpu{cpu}/cache/index3/shared_cpu_list"),
+            shared.as_bytes(),
+        );
+    }
+    let two = Topology::from_sysfs(&root.0).unwrap();
+    assert_eq!(domain_layout(&two), [(0, vec![0, 1]), (0, vec![2, 3])]);
+
+    // CPU 3 offline: its (missing) cache data is not needed.
+    root.write("devices/system/cpu/online", b"0-2\n");
+    std::fs::remove_dir_all(root.0.join("devices/system/cpu/cpu3")).unwrap();
+    let offline = Topology::from_sysfs(&root.0).unwrap();
+    assert_eq!(domain_layout(&offline), [(0, vec![0, 1]), (0, vec![2])]);
+
+    // An instruction-only level-3 cache is not the L3 we want.
+    root.write(
+        "devices/system/cpu/cpu2/cache/index3/type",
+        b"Instruction\n",
+    );
+    let no_l3 = Topology::from_sysfs(&root.0).unwrap();
+    assert_one_domain_per_node(&no_l3);
+
+    // A huge file where a list should be. (Not under Miri: see the module docs.)
+    if !cfg!(miri) {
+        root.write("devices/system/cpu/cpu2/cache/index3/type", b"Unified\n");
+        root.write(
+            "devices/system/cpu/cpu2/cache/index3/shared_cpu_list",
+            &vec![b'1'; 2 << 20],
+        );
+        assert_one_domain_per_node(&Topology::from_sysfs(&root.0).unwrap());
+    }
+}
+
+#[test]
+fn single_node_has_one_domain() {
+    let topology = Topology::single_node(4);
+    assert_one_domain_per_node(&topology);
+    assert_eq!(topology.domain_node(0), Some(0));
+    assert_eq!(topology.domain_node(1), None);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The calling thread's locality, virtual domains
+
+#[test]
+fn real_machine_locality() {
+    let _off = serialize_virtual_nodes();
+    let topology = topology::detected();
+    assert!(topology::domain_count() >= topology::node_count());
+    assert_eq!(topology::domain_count(), topology.domain_count());
+    assert_consistent(topology);
+    for _ in 0..1000 {
+        let here = topology::current_locality();
+        assert!(here.domain < topology::domain_count(), "{here:?}");
+        // A thread may migrate between the two calls; on one node it cannot change node.
+        if topology::node_count() == 1 {
+            assert_eq!(here.node, topology::current_node());
+        }
+        assert_eq!(
+            topology.domain_node(here.domain),
+            Some(here.node),
+            "{here:?}"
+        );
+    }
+    let places: Vec<Locality> = (0..8)
+        .map(|_| thread::spawn(topology::current_locality))
+        .map(|handle| handle.join().unwrap())
+        .collect();
+    assert!(
+        places
+            .iter()
+            .all(|p| topology.domain_node(p.domain) == Some(p.node)),
+        "{places:?}"
+    );
+}
+
+#[test]
+fn domain_override_wins_and_stays_in_its_thread() {
+    let _off = serialize_virtual_nodes();
+    topology::set_thread_domain(Some(11));
+    assert_eq!(topology::current_locality().domain, 11);
+    assert_eq!(topology::current_locality().node, topology::current_node());
+    // Virtual domains do not override an explicit domain.
+    topology::set_virtual_domains(Some(3)).unwrap();
+    assert_eq!(topology::current_locality().domain, 11);
+    topology::set_virtual_domains(None).unwrap();
+    let other = thread::spawn(topology::current_locality).join().unwrap();
+    assert!(other.domain < topology::domain_count(), "{other:?}");
+    for domain in [0, 1, 1000, usize::MAX] {
+        topology::set_thread_domain(Some(domain));
+        assert_eq!(topology::current_locality().domain, domain);
+    }
+    topology::set_thread_domain(None);
+    assert!(topology::current_locality().domain < topology::domain_count());
+}
+
+/// A virtual node (explicit or round-robin) without virtual domains is one domain, with the node's id.
+#[test]
+fn a_virtual_node_is_one_domain() {
+    let _off = serialize_virtual_nodes();
+    topology::set_thread_node(Some(6));
+    assert_eq!(
+        topology::current_locality(),
+        Locality { node: 6, domain: 6 }
+    );
+    topology::set_thread_node(Some(usize::MAX));
+    assert_eq!(
+        topology::current_locality(),
+        Locality {
+            node: usize::MAX,
+            domain: usize::MAX
+        }
+    );
+    topology::set_thread_node(None);
+    topology::set_virtual_nodes(Some(3)).unwrap();
+    let places: Vec<Locality> = (0..6)
+        .map(|_| thread::spawn(topology::current_locality).join().unwrap())
+        .collect();
+    assert!(
+        places.iter().all(|p| p.node < 3 && p.domain == p.node),
+        "{places:?}"
+    );
+}
+
+/// With 2 virtual nodes of 3 virtual domains, consecutive threads fill domain 0 of both nodes, then
+/// domain 1, then domain 2: 12 threads in turn use each of the 6 domains twice.
+#[test]
+fn round_robin_virtual_domains() {
+    let _off = serialize_virtual_nodes();
+    assert_eq!(topology::virtual_domains(), None);
+    topology::set_virtual_nodes(Some(2)).unwrap();
+    topology::set_virtual_domains(Some(3)).unwrap();
+    assert_eq!(topology::virtual_domains(), Some(3));
+    let places: Vec<Locality> = (0..12)
+        .map(|_| {
+            thread::spawn(|| {
+                let first = topology::current_locality();
+                assert_eq!(
+                    topology::current_locality(),
+                    first,
+                    "a thread keeps its place"
+                );
+                assert_eq!(topology::current_node(), first.node);
+                first
+            })
+            .join()
+            .unwrap()
+        })
+        .collect();
+    for place in &places {
+        assert!(
+            place.node < 2 && place.domain / 3 == place.node,
+            "{places:?}"
+        );
+    }
+    // Ordinals are process-wide: another test's thread may take one between two of ours, but
+    // nothing else runs while we hold the mutex, so each domain is used twice.
+    for domain in 0..6 {
+        let uses = places.iter().filter(|p| p.domain == domain).count();
+        assert_eq!(uses, 2, "domain {domain}: {places:?}");
+    }
+    // Domains of an explicit node: node * 3 + i.
+    let explicit = thread::spawn(|| {
+        topology::set_thread_node(Some(10));
+        topology::current_locality()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(explicit.node, 10);
+    assert!((30..33).contains(&explicit.domain), "{explicit:?}");
+    // Wrapping, not a panic, for absurd virtual node ids.
+    let huge = thread::spawn(|| {
+        topology::set_thread_node(Some(usize::MAX));
+        topology::current_locality()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(huge.node, usize::MAX);
+
+    // Virtual domains on the hardware's nodes: node `n`'s domains are `3n..3n+3`.
+    topology::set_virtual_nodes(None).unwrap();
+    let hardware = thread::spawn(topology::current_locality).join().unwrap();
+    assert!(hardware.node < topology::node_count());
+    assert_eq!(hardware.domain / 3, hardware.node, "{hardware:?}");
+}
+
+#[test]
+fn virtual_domain_counts_out_of_range_are_refused() {
+    let _off = serialize_virtual_nodes();
+    topology::set_virtual_domains(Some(4)).unwrap();
+    for value in [0, MAX_CPUS + 1, usize::MAX] {
+        let err = topology::set_virtual_domains(Some(value)).unwrap_err();
+        assert_eq!(
+            err,
+            TopologyError::InvalidVirtualDomainCount {
+                value,
+                max: MAX_CPUS
+            }
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(&value.to_string()) && message.contains(&format!("1 to {MAX_CPUS}")),
+            "{message}"
+        );
+    }
+    // The refused calls left the setting alone.
+    assert_eq!(topology::virtual_domains(), Some(4));
+    topology::set_virtual_domains(Some(MAX_CPUS)).unwrap();
+    assert_eq!(topology::virtual_domains(), Some(MAX_CPUS));
+    topology::set_virtual_domains(None).unwrap();
+    assert_eq!(topology::virtual_domains(), None);
+}
+
+/// `current_locality` answers (0, 0) at once on a one-domain machine until a virtual node or domain
+/// is set; setting one takes effect at once even after such answers.
+#[test]
+fn virtual_domains_take_effect_after_fast_answers() {
+    let _off = serialize_virtual_nodes();
+    for _ in 0..3 {
+        assert!(topology::current_locality().domain < topology::domain_count());
+    }
+    topology::set_thread_domain(Some(7));
+    assert_eq!(topology::current_locality().domain, 7);
+    topology::set_thread_domain(None);
+    topology::set_virtual_domains(Some(4)).unwrap();
+    let domains: Vec<usize> = (0..8)
+        .map(|_| {
+            thread::spawn(|| topology::current_locality().domain)
+                .join()
+                .unwrap()
+        })
+        .collect();
+    // Eight threads in turn take eight ordinals: not all in one domain, as a stale "always 0"
+    // would answer.
+    assert!(domains.iter().any(|&d| d != domains[0]), "{domains:?}");
+    // current_node keeps its own answer.
+    assert!(topology::current_node() < topology::node_count());
 }

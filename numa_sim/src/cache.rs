@@ -14,7 +14,10 @@ use crate::machine::{LatencyClass, Machine, Place, Ps, class_of};
 
 /// A set of hardware threads (at most [`crate::machine::MAX_HW_THREADS`]).
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct HwSet([u64; 4]);
+pub(crate) struct HwSet([u64; HW_SET_WORDS]);
+
+/// 64 hardware threads per word.
+const HW_SET_WORDS: usize = crate::machine::MAX_HW_THREADS / 64;
 
 impl HwSet {
     #[inline]
@@ -29,7 +32,7 @@ impl HwSet {
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.0 == [0; 4]
+        self.0 == [0; HW_SET_WORDS]
     }
 
     #[inline]

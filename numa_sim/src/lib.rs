@@ -328,21 +328,54 @@ pub fn in_simulation() -> bool {
 /// The NUMA node of the hardware thread the calling simulated thread is pinned to (0 for the
 /// harness, and outside a simulation).
 pub fn current_node() -> usize {
-    match engine::context() {
-        Some(cell) => {
-            let e = cell.borrow();
-            e.tasks[e.current]
-                .hw
-                .map_or(0, |hw| e.machine().node_of(hw))
-        }
-        None => 0,
-    }
+    on_pinned_hw_thread(Machine::node_of)
+}
+
+/// `answer(machine, hw)` for the hardware thread `hw` the calling simulated thread is pinned to;
+/// 0 for the harness, and outside a simulation.
+fn on_pinned_hw_thread(answer: impl FnOnce(&Machine, usize) -> usize) -> usize {
+    let Some(cell) = engine::context() else {
+        return 0;
+    };
+    let e = cell.borrow();
+    e.tasks[e.current]
+        .hw
+        .map_or(0, |hw| answer(e.machine(), hw))
 }
 
 /// The simulated machine's NUMA node count (1 outside a simulation).
 pub fn node_count() -> usize {
     match engine::context() {
         Some(cell) => cell.borrow().machine().node_count(),
+        None => 1,
+    }
+}
+
+/// The cache (L3) domain of the hardware thread the calling simulated thread is pinned to, as
+/// an operating system would report it ([`Machine::domain_of`]: numbered machine-wide, node by
+/// node, so a node's domains are contiguous); 0 for the harness, and outside a simulation.
+///
+/// ```
+/// use numa_sim::{Machine, Simulation, thread};
+///
+/// let m = Machine::by_name("epyc-2s").unwrap();
+/// Simulation::new(m).run(|| {
+///     // Hardware thread 16 is the first of socket 0's second CCX.
+///     let t = thread::spawn_on(16, || (numa_sim::current_node(), numa_sim::current_domain()));
+///     assert_eq!(t.join(), (0, 1));
+///     assert_eq!(numa_sim::domain_count(), 12);
+/// });
+/// assert_eq!(numa_sim::current_domain(), 0);
+/// ```
+pub fn current_domain() -> usize {
+    on_pinned_hw_thread(Machine::domain_of)
+}
+
+/// The simulated machine's cache (L3) domain count ([`Machine::domain_count`]; 1 outside a
+/// simulation).
+pub fn domain_count() -> usize {
+    match engine::context() {
+        Some(cell) => cell.borrow().machine().domain_count(),
         None => 1,
     }
 }

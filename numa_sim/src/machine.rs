@@ -17,8 +17,9 @@ const fn ns(x: f64) -> Ps {
     (x * 1000.0) as Ps
 }
 
-/// The most hardware threads a machine may have (the size of the simulator's sharer sets).
-pub const MAX_HW_THREADS: usize = 256;
+/// The most hardware threads a machine may have (the size of the simulator's sharer sets): 512,
+/// room for the 384 of the `epyc9654-2s` preset (2 sockets × 96 cores × 2 threads).
+pub const MAX_HW_THREADS: usize = 512;
 
 /// The costs of a machine, in picoseconds.
 ///
@@ -114,8 +115,14 @@ pub struct Machine {
     pub sockets: usize,
     /// NUMA nodes per socket.
     pub nodes_per_socket: usize,
-    /// L3 domains (CCX, die cluster) per node.
+    /// L3 domains (CCX, die cluster) per node: the latency level [`LatencyClass::SameL3`].
     pub l3_per_node: usize,
+    /// Cache domains per node: the L3 caches the operating system reports in a node (sysfs
+    /// `cache/index3/shared_cpu_list`), what [`current_domain`](crate::current_domain) answers.
+    /// Equal to `l3_per_node` where the latency level is the L3 itself (AMD CCXs, Intel sockets);
+    /// 1 on Kunpeng 920, whose L3 is shared by the die (one node) while its latency level is the
+    /// 4-core cluster. Divides `l3_per_node`.
+    pub cache_domains_per_node: usize,
     /// Cores per L3 domain.
     pub cores_per_l3: usize,
     /// Hardware threads per core (1 without SMT).
@@ -229,6 +236,38 @@ impl Machine {
     /// The NUMA node of hardware thread `hw`.
     pub fn node_of(&self, hw: usize) -> usize {
         self.place(hw).node
+    }
+
+    /// Cache domains in all (see [`Machine::cache_domains_per_node`]).
+    ///
+    /// ```
+    /// use numa_sim::Machine;
+    ///
+    /// assert_eq!(Machine::by_name("epyc-2s").unwrap().domain_count(), 12);
+    /// assert_eq!(Machine::by_name("kunpeng920").unwrap().domain_count(), 4);
+    /// ```
+    pub fn domain_count(&self) -> usize {
+        self.node_count() * self.cache_domains_per_node
+    }
+
+    /// The cache domain of hardware thread `hw`, numbered machine-wide node by node (node 0's
+    /// domains first), as an operating system's L3 caches in topology order.
+    ///
+    /// ```
+    /// use numa_sim::Machine;
+    ///
+    /// let m = Machine::by_name("epyc-2s").unwrap();
+    /// assert_eq!(m.domain_of(0), 0);
+    /// assert_eq!(m.domain_of(16), 1); // the second CCX: 8 cores x 2 threads further
+    /// assert_eq!(m.domain_of(96), 6); // socket 1's first CCX
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `hw >= self.hw_threads()`.
+    pub fn domain_of(&self, hw: usize) -> usize {
+        let l3_per_domain = (self.l3_per_node / self.cache_domains_per_node.max(1)).max(1);
+        self.place(hw).l3 / l3_per_domain
     }
 
     /// How far apart hardware threads `a` and `b` are.
@@ -471,6 +510,7 @@ pub mod presets {
         sockets: 4,
         nodes_per_socket: 1,
         l3_per_node: 1,
+        cache_domains_per_node: 1,
         cores_per_l3: 18,
         threads_per_core: 2,
         store_buffer: 42,
@@ -494,6 +534,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 1,
         l3_per_node: 1,
+        cache_domains_per_node: 1,
         cores_per_l3: 12,
         threads_per_core: 2,
         store_buffer: 42,
@@ -529,6 +570,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 2,
         l3_per_node: 6,
+        cache_domains_per_node: 1,
         cores_per_l3: 4,
         threads_per_core: 1,
         store_buffer: 48,
@@ -575,6 +617,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 1,
         l3_per_node: 6,
+        cache_domains_per_node: 6,
         cores_per_l3: 8,
         threads_per_core: 2,
         store_buffer: 64,
@@ -591,6 +634,68 @@ pub mod presets {
             dram_remote: ns(195.0),
             dram_other_socket: ns(195.0),
             pause: ns(20.0),
+            clock_read: ns(20.0),
+            yield_: ns(300.0),
+            futex_wait: ns(1500.0),
+            futex_wake: ns(1000.0),
+            wake_latency: ns(5000.0),
+        },
+    };
+
+    /// 2 × AMD EPYC 9654 (Zen 4 "Genoa", 96 cores, 2 threads, 2.4 GHz base, 3.55 GHz all-core
+    /// boost): 2 sockets × 12 CCDs × 8 cores × 2 threads = 384 hardware threads, NPS1 (one NUMA
+    /// node per socket), one CCX and one 32 MiB L3 per CCD, so 12 cache domains per node. The
+    /// most common large AMD cloud and HPC server of its generation (AMD's product page for the
+    /// 9654: 96 cores, 192 threads, 384 MB L3).
+    ///
+    /// No core-to-core matrix of a dual 9654 has been published; the transfers are those of a
+    /// dual **EPYC 9274F** (Genoa, the same Zen 4 CCD and IO die, 8 CCDs with 3 active cores
+    /// each, 4.05 GHz base), nviennot/core-to-core-latency issue #132
+    /// (<https://github.com/nviennot/core-to-core-latency/issues/132>, CAS ping-pong, one way):
+    /// SMT 9 ns; same CCX 23 ns (22–25); other CCX of the same socket 97 ns (87–104); other
+    /// socket 193 ns (187–200). **APPROX** for the 9654, whose cores and L3 run slower (3.55
+    /// against about 4.1 GHz): the same-CCX figure may be a few ns higher there; the
+    /// cross-CCX and cross-socket ones go through the IO die and xGMI, which do not scale with
+    /// the core clock. Unlike Milan ([`EPYC_2S`]), the socket that does not hold the line's
+    /// memory shows no extra cost for a transfer between two of its CCXs (the 9274F's second
+    /// socket measures the same 87–104 ns, where the 7R13's measured 186–207), so
+    /// `remote_home_same_socket` is off.
+    /// Core: L1 hit 4 cycles = 1.1 ns at 3.55 GHz (Zen 3's 4 cycles, **UNVERIFIED** for Zen 4);
+    /// `pause` 64 cycles = 18 ns (as documented for Zen 4, see [`EPYC_2S`]); locked RMW on an
+    /// owned line ~8 cycles = 2.3 ns (**UNVERIFIED**, Agner Fog, as for Zen 3); store queue 64
+    /// entries (Chips and Cheese, "AMD's Zen 4, Part 2: Memory Subsystem and Conclusion", 2022,
+    /// <https://chipsandcheese.com/2022/11/08/amds-zen-4-part-2-memory-subsystem-and-conclusion/>:
+    /// "a relatively small 64 entry store queue").
+    /// Memory: local 120 ns, other socket 200 ns (**EST**: no idle latency of a 9654 found;
+    /// Chips and Cheese, "Genoa-X: Server V-Cache Round 2", 2023,
+    /// <https://chipsandcheese.com/2023/07/17/genoa-x-server-v-cache-round-2/>, finds Genoa-X's
+    /// DRAM latency a little above Milan-X's and close to Sapphire Rapids'; Milan's figures of
+    /// [`EPYC_2S`] plus a few ns).
+    /// OS: clock read 20 ns (measured on an EPYC 9274F, a Genoa, perf-book #84); `sched_yield`
+    /// 300 ns, futex sleep 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
+    pub static EPYC9654_2S: Machine = Machine {
+        name: "epyc9654-2s",
+        cpu: "2x EPYC 9654 (Zen 4 Genoa, 96 cores), NPS1",
+        sockets: 2,
+        nodes_per_socket: 1,
+        l3_per_node: 12,
+        cache_domains_per_node: 12,
+        cores_per_l3: 8,
+        threads_per_core: 2,
+        store_buffer: 64,
+        costs: Costs {
+            smt: ns(9.0),
+            same_l3: ns(23.0),
+            same_node: ns(97.0),
+            same_socket: ns(97.0), // one node per socket: never used
+            other_socket: ns(193.0),
+            remote_home_same_socket: None,
+            l1_hit: ns(1.1),
+            rmw_hit: ns(2.3),
+            dram_local: ns(120.0),
+            dram_remote: ns(200.0),
+            dram_other_socket: ns(200.0),
+            pause: ns(18.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
             futex_wait: ns(1500.0),
@@ -620,6 +725,7 @@ pub mod presets {
         sockets: 2,
         nodes_per_socket: 1,
         l3_per_node: 1,
+        cache_domains_per_node: 1,
         cores_per_l3: 16,
         threads_per_core: 2,
         store_buffer: 56,
@@ -645,11 +751,12 @@ pub mod presets {
     };
 }
 
-static PRESETS: [&Machine; 5] = [
+static PRESETS: [&Machine; 6] = [
     &presets::X5_4,
     &presets::E5_2690V3_2S,
     &presets::KUNPENG920,
     &presets::EPYC_2S,
+    &presets::EPYC9654_2S,
     &presets::GENERIC_2S,
 ];
 
@@ -679,6 +786,20 @@ mod tests {
                 assert!(m.transfer(class) > 0, "{} {class:?}", m.name);
             }
             assert!(m.describe().starts_with(m.name));
+            assert!(
+                m.cache_domains_per_node >= 1 && m.l3_per_node % m.cache_domains_per_node == 0,
+                "{}: cache domains must divide the L3 domains",
+                m.name
+            );
+            // Domains are contiguous per node and nest in them.
+            for hw in 0..m.hw_threads() {
+                assert_eq!(
+                    m.domain_of(hw) / m.cache_domains_per_node,
+                    m.node_of(hw),
+                    "{}",
+                    m.name
+                );
+            }
         }
     }
 

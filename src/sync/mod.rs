@@ -225,6 +225,25 @@ pub(crate) fn modelled_node() -> Option<(usize, usize)> {
     }
 }
 
+/// The cache (L3) domain where a modelled platform says the calling thread runs:
+/// `Some((domain, domain_count))` under loom (domain 0 of 1) and under the simulator (the simulated
+/// core's L3 domain, numbered machine-wide node by node); `None` on real hardware.
+#[inline(always)]
+pub(crate) fn modelled_domain() -> Option<(usize, usize)> {
+    #[cfg(loom)]
+    {
+        Some((0, 1))
+    }
+    #[cfg(numa_sim)]
+    {
+        Some((numa_sim::current_domain(), numa_sim::domain_count()))
+    }
+    #[cfg(not(any(loom, numa_sim)))]
+    {
+        None
+    }
+}
+
 /// How many CPUs a modelled platform has: `Some(2)` under loom, the simulated machine's hardware
 /// threads under the simulator (inside a simulation); `None` on real hardware.
 #[inline(always)]

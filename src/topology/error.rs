@@ -70,6 +70,13 @@ pub enum TopologyError {
         /// The refused count.
         value: usize,
     },
+    /// [`set_virtual_domains`](super::set_virtual_domains) was given a count below 1 or above `max`.
+    InvalidVirtualDomainCount {
+        /// The refused count.
+        value: usize,
+        /// The largest count accepted ([`MAX_CPUS`](super::MAX_CPUS)).
+        max: usize,
+    },
     /// hwloc failed, or reported something unusable (feature `hwloc`).
     Hwloc {
         /// What failed, with hwloc's own message.
@@ -125,6 +132,10 @@ impl fmt::Display for TopologyError {
             Self::InvalidVirtualNodeCount { value } => write!(
                 f,
                 "invalid virtual node count {value}: the count must be at least 1"
+            ),
+            Self::InvalidVirtualDomainCount { value, max } => write!(
+                f,
+                "invalid virtual domain count {value}: expected from 1 to {max} domains per node"
             ),
             Self::Hwloc { what } => write!(f, "hwloc: {what}"),
         }

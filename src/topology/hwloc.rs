@@ -8,6 +8,10 @@
 //! view (KNL MCDRAM, CXL or NVDIMM memory) shares PUs with the node that owns them. To read like sysfs,
 //! each PU goes to the covering node with the smallest cpuset (the most local), ties to the lowest OS
 //! index (DRAM nodes come first); nodes left without a PU are skipped as memory-only.
+//!
+//! Cache domains are hwloc's `L3Cache` objects: each PU's domain is the cpuset of the L3 that covers
+//! it, cut per node. A topology without L3 objects (hwloc found no cache information, or a synthetic
+//! description that names none), or with a PU that no L3 covers, keeps one domain per node.
 
 use hwlocality::object::types::ObjectType;
 
@@ -122,11 +126,36 @@ fn from_hwloc_topology(
         });
     }
 
-    let topology = Topology::from_nodes(nodes)?;
-    if topology.nodes().is_empty() {
+    let table = Topology::from_nodes(nodes)?;
+    if table.nodes().is_empty() {
         return Err(TopologyError::Hwloc {
             what: format!("{source} has no NUMA node with a PU, expected at least one"),
         });
     }
-    Ok(topology)
+
+    // The PUs of every L3, and for each PU the position of its L3 in `l3_sets`. An infinite or
+    // out-of-range set is left out, so its PUs have no L3 and the nodes stay one domain each.
+    let mut l3_sets: Vec<Vec<usize>> = Vec::new();
+    for l3 in topology.objects_with_type(ObjectType::L3Cache) {
+        let Some(cpuset) = l3.cpuset() else {
+            continue;
+        };
+        if cpuset
+            .last_set()
+            .is_none_or(|last| usize::from(last) >= MAX_CPUS)
+        {
+            continue;
+        }
+        l3_sets.push(cpuset.iter_set().map(usize::from).collect());
+    }
+    let mut l3_of_pu = std::collections::HashMap::new();
+    for (position, set) in l3_sets.iter().enumerate() {
+        for &pu in set {
+            l3_of_pu.entry(pu).or_insert(position);
+        }
+    }
+    Ok(table.with_cache_domains(|cpu| {
+        let &position = l3_of_pu.get(&cpu)?;
+        l3_sets.get(position).cloned()
+    }))
 }

@@ -5,9 +5,19 @@
 //! ```text
 //! devices/system/node/node<N>/cpulist   one per node; N may be sparse (node0, node2)
 //! devices/system/cpu/online             optional; CPUs not listed here are dropped
+//! devices/system/cpu/cpu<C>/cache/index<I>/level             optional: the cache's level (1, 2, 3)
+//! devices/system/cpu/cpu<C>/cache/index<I>/type              optional: Data, Instruction, Unified
+//! devices/system/cpu/cpu<C>/cache/index<I>/shared_cpu_list   the CPUs that share that cache
 //! ```
 //!
 //! Other entries of `devices/system/node` (`online`, `possible`, `has_cpu`, `power`, ...) are ignored.
+//!
+//! The cache domains come from the level-3 cache of every online CPU: `index3` on every Linux machine
+//! seen so far, but the index is only the kernel's enumeration order, so the `level` file decides (an
+//! index whose `level` is 3 and whose `type` is not `Instruction`). Whatever is odd there — no cache
+//! directory (containers, some VMs and Arm machines without cache information in the firmware), no
+//! level-3 cache, a malformed list, sets that do not partition a node — leaves one domain per node;
+//! `from_sysfs` never fails because of cache data.
 
 use std::fs;
 use std::io::{self, Read};
@@ -130,10 +140,10 @@ fn read_small_file(path: &Path) -> Result<Option<String>, TopologyError> {
     Ok(Some(text))
 }
 
-/// The node number in a `node<N>` directory name, written as the kernel writes it (no sign, no leading
-/// zero); `None` for every other entry.
-fn node_os_index(name: &str) -> Option<usize> {
-    let digits = name.strip_prefix("node")?;
+/// The number in a directory name `<prefix><N>` written as the kernel writes it (no sign, no leading
+/// zero); `None` for every other name.
+fn numbered_entry(name: &str, prefix: &str) -> Option<usize> {
+    let digits = name.strip_prefix(prefix)?;
     let canonical = digits == "0" || (!digits.starts_with('0') && !digits.is_empty());
     if canonical && digits.bytes().all(|b| b.is_ascii_digit()) {
         digits.parse().ok()
@@ -142,17 +152,69 @@ fn node_os_index(name: &str) -> Option<usize> {
     }
 }
 
+/// The CPUs that share `cpu`'s level-3 cache, from `root/devices/system/cpu/cpu<cpu>/cache`; `None`
+/// if there is no such cache or anything about it cannot be read.
+fn l3_shared_cpus(root: &Path, cpu: usize) -> Option<Vec<usize>> {
+    let cache_dir = root
+        .join("devices")
+        .join("system")
+        .join("cpu")
+        .join(format!("cpu{cpu}"))
+        .join("cache");
+    let is_l3 = |index_dir: &Path| -> bool {
+        let level = read_small_file(&index_dir.join("level")).ok().flatten();
+        let kind = read_small_file(&index_dir.join("type")).ok().flatten();
+        level.as_deref().map(str::trim) == Some("3")
+            && kind.as_deref().map(str::trim) != Some("Instruction")
+    };
+    let shared = |index_dir: &Path| -> Option<Vec<usize>> {
+        let path = index_dir.join("shared_cpu_list");
+        let text = read_small_file(&path).ok()??;
+        parse_cpulist_in(&text, &path).ok()
+    };
+    // `index3` is the L3 everywhere we know of: one directory to read instead of four.
+    let usual = cache_dir.join("index3");
+    if is_l3(&usual) {
+        return shared(&usual);
+    }
+    let mut indices: Vec<usize> = fs::read_dir(&cache_dir)
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            numbered_entry(entry.file_name().to_str()?, "index")
+        })
+        .collect();
+    indices.sort_unstable();
+    let index = indices
+        .into_iter()
+        .map(|index| cache_dir.join(format!("index{index}")))
+        .find(|dir| is_l3(dir))?;
+    shared(&index)
+}
+
+/// The node number in a `node<N>` directory name, written as the kernel writes it (no sign, no leading
+/// zero); `None` for every other entry.
+fn node_os_index(name: &str) -> Option<usize> {
+    numbered_entry(name, "node")
+}
+
 impl Topology {
     /// Reads the topology from a sysfs tree; `root` stands for `/sys`.
     ///
-    /// Reads `root/devices/system/node/node<N>/cpulist` for every node (node numbers may be sparse) and,
-    /// if present, `root/devices/system/cpu/online`. Decisions:
+    /// Reads `root/devices/system/node/node<N>/cpulist` for every node (node numbers may be sparse),
+    /// if present `root/devices/system/cpu/online`, and each online CPU's level-3 cache
+    /// (`root/devices/system/cpu/cpu<C>/cache/index<I>/shared_cpu_list`, see the module docs).
+    /// Decisions:
     ///
     /// - **Offline CPUs** (not in `cpu/online`) are dropped: [`node_of_cpu`](Topology::node_of_cpu) returns
     ///   `None` for them, and [`current_node`](super::current_node) would answer 0 if a thread ever ran
     ///   there (a CPU brought online later is not re-read).
     /// - **Memory-only nodes** (empty `cpulist`, or only offline CPUs) are skipped: they are not counted by
     ///   [`node_count`](Topology::node_count) and get no dense index, so no CPU can map to them.
+    /// - **Cache domains**: the CPUs of one node that share an L3 form one domain; an L3 that spans two
+    ///   nodes is split per node. Missing or inconsistent cache data (an online CPU without a level-3
+    ///   cache, a malformed or unreadable list, sets that overlap) is no error: every node is then one
+    ///   domain.
     ///
     /// # Errors
     ///
@@ -218,6 +280,6 @@ impl Topology {
         if topology.nodes().is_empty() {
             return Err(TopologyError::NoNodes { path: node_dir });
         }
-        Ok(topology)
+        Ok(topology.with_cache_domains(|cpu| l3_shared_cpus(root, cpu)))
     }
 }
