@@ -76,9 +76,8 @@ pub(crate) const fn place_domain(place: u64) -> usize {
 /// The calling thread's [`place`]: one topology lookup.
 #[inline]
 pub(crate) fn current_place() -> u64 {
-    // TODO(#26): topology::current_locality() once the topology knows cache domains.
-    let node = crate::topology::current_node();
-    place(node, node)
+    let here = crate::topology::current_locality();
+    place(here.node, here.domain)
 }
 
 /// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.

@@ -360,6 +360,10 @@ struct NodeQueues {
     /// While `mode` is `FLAT` after barren turns: until when (`now_ns`) it stays flat; 0 if
     /// it did not go flat that way. Written and read by lock holders only.
     flat_until: CachePadded<AtomicU64>,
+    /// Until when (`now_ns`) per-node queues that per-domain ones were barren for stay per node
+    /// (see [`NodeQueues::refine`]); 0 if never. Written and read by lock holders only; it
+    /// shares `flat_until`'s line in effect (the padding of one holds both).
+    refine_after: AtomicU64,
 }
 
 /// The line of [`NodeQueues`] every arrival reads: written once when the state is made, and then
@@ -367,6 +371,12 @@ struct NodeQueues {
 struct Arrivals {
     /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change only.
     mode: AtomicU32,
+    /// 1 while the local queues are per NUMA node rather than per cache domain (see
+    /// [`NodeQueues::coarsen`] and [`NodeQueues::refine`]): where nodes have several cache
+    /// domains, a lock starts per node, and goes per domain once a node's turn runs to its
+    /// limit with waiters of the node left. Always 0 with one domain per node. Written by holders
+    /// only; like `mode`, any value an arrival reads is correct.
+    coarse: AtomicU32,
     /// log2 of the slots per group (cache domains kept apart per node), at most log2 of
     /// [`TAILS_PER_LINE`].
     per_shift: u32,
@@ -384,6 +394,7 @@ impl NodeQueues {
         NodeQueues {
             arrivals: CachePadded::new(Arrivals {
                 mode: AtomicU32::new(mode),
+                coarse: AtomicU32::new(u32::from(per > 1)),
                 per_shift: per.trailing_zeros(),
                 group_mask: groups - 1,
                 tails: (0..groups)
@@ -392,6 +403,7 @@ impl NodeQueues {
             }),
             deferred: CachePadded::new(AtomicU64::new(0)),
             flat_until: CachePadded::new(AtomicU64::new(0)),
+            refine_after: AtomicU64::new(0),
         }
     }
 
@@ -407,8 +419,14 @@ impl NodeQueues {
             group_mask,
             ..
         } = *self.arrivals;
-        (qnode::place_node(place) & group_mask) << per_shift
-            | (qnode::place_domain(place) & ((1 << per_shift) - 1))
+        // Relaxed: see `coarse`; a waiter records the slot it queued in (`hq_slot`). With one
+        // slot per node, `coarse` is never read: the lock costs what it did before domains.
+        let domain = if per_shift != 0 && self.arrivals.coarse.load(Ordering::Relaxed) == 0 {
+            qnode::place_domain(place) & ((1 << per_shift) - 1)
+        } else {
+            0
+        };
+        (qnode::place_node(place) & group_mask) << per_shift | domain
     }
 
     /// The local-queue tail of `slot`.
@@ -416,6 +434,49 @@ impl NodeQueues {
     fn tail(&self, slot: usize) -> &AtomicU32 {
         let a = &*self.arrivals;
         &a.tails[(slot >> a.per_shift) & a.group_mask][slot & ((1 << a.per_shift) - 1)]
+    }
+
+    /// Per-domain local queues keep too little local (a domain's turns are barren: one or two
+    /// threads per cache domain): make them per node, if they were per domain. Returns whether
+    /// they were. Holders only.
+    fn coarsen(&self) -> bool {
+        let a = &*self.arrivals;
+        // Relaxed: see `Arrivals::coarse`; `refine_after` is the holders' alone.
+        let coarsened = a.per_shift > 0 && a.coarse.swap(1, Ordering::Relaxed) == 0;
+        if coarsened {
+            self.refine_after.store(
+                now_ns().saturating_add(FLAT_FOR_NS).max(1),
+                Ordering::Relaxed,
+            );
+        }
+        coarsened
+    }
+
+    /// A node's turn ran to its limit with waiters of the node left: enough threads per node that
+    /// per-domain queues may keep handoffs within a cache domain. Holders only.
+    ///
+    /// Measured in numa_sim (`epyc9654-2s`, one CCX per 8 cores, seeds 1-2): with 16 threads
+    /// (one per CCX) per-node queues make `kv` 1.60 M/s and per-domain ones 1.14-1.17; with 32,
+    /// per-domain ones make `counter` 1.68-1.72 against 1.37-1.38.
+    fn refine(&self) {
+        let a = &*self.arrivals;
+        // Relaxed: see `Arrivals::coarse`. A plain load first: a per-domain lock never writes.
+        // Not within `FLAT_FOR_NS` of per-domain queues found barren: the turns that find them
+        // barren again cost handoffs.
+        if a.per_shift > 0
+            && a.coarse.load(Ordering::Relaxed) != 0
+            && now_ns() >= self.refine_after.load(Ordering::Relaxed)
+        {
+            a.coarse.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Back to per-node queues where nodes have several domains (see `Arrivals::coarse`).
+    fn reset_coarse(&self) {
+        let a = &*self.arrivals;
+        // Relaxed: see `Arrivals::coarse`.
+        a.coarse
+            .store(u32::from(a.per_shift > 0), Ordering::Relaxed);
     }
 
     /// Bytes of heap this state takes.
@@ -468,7 +529,9 @@ fn queue_shape() -> (usize, usize) {
     let nodes = topology::node_count()
         .max(topology::virtual_nodes().unwrap_or(0))
         .max(MIN_GROUPS);
-    let domains_per_node: usize = 1;
+    let domains_per_node = topology::domain_count()
+        .div_ceil(topology::node_count())
+        .max(topology::virtual_domains().unwrap_or(1));
     let groups = nodes.next_power_of_two().min(MAX_SLOTS);
     let per = domains_per_node
         .next_power_of_two()
@@ -898,6 +961,10 @@ impl RawHq {
                 );
             }
             Some(s) => {
+                if !fair && let Some(Local { queues, .. }) = local {
+                    // Our turn ran to its limit, and `S` is still waiting.
+                    queues.refine();
+                }
                 // Remote handoff; `S` re-joins the FIFO at its tail as its slot's representative
                 // (its `fifo_next` is still 0): (t, *, L) → (S, *, L). AcqRel as in
                 // `lock_queued`. `t != 0`: `front` is in the FIFO and only we can remove it.
@@ -999,6 +1066,9 @@ impl RawHq {
         let streak = streak.max(HIERARCHICAL_AFTER) + BARREN_WEIGHT;
         if streak < HIERARCHICAL_AFTER + BARREN_WEIGHT * self.barren_turns() {
             streak
+        } else if queues.coarsen() {
+            // Per-domain queues were barren: try per-node ones, with a fresh barren score.
+            HIERARCHICAL_AFTER
         } else {
             self.go_flat(queues);
             0
@@ -1018,6 +1088,8 @@ impl RawHq {
             Ordering::Relaxed,
         );
         queues.arrivals.mode.store(FLAT, Ordering::Relaxed);
+        // The next hierarchical period starts per node again.
+        queues.reset_coarse();
     }
 
     /// The holder found nobody waiting: back to the plain queue lock.

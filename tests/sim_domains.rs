@@ -1,7 +1,7 @@
 //! `HqMutex`'s per-lock state in numa_sim: many locks, each contended by one thread per NUMA
 //! node (and per cache domain) until it goes hierarchical, each holding at most 1 KiB.
 //!
-//! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim_hq_memory --target-dir
+//! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim_domains --target-dir
 //! target/sim`.
 #![cfg(numa_sim)]
 
