@@ -325,11 +325,13 @@ struct Unprotected {
 // SAFETY: only accessed while the lock under test is held (that is what the test checks).
 unsafe impl Sync for Unprotected {}
 
-/// Node ids drawn at random on every call (usize::MAX, 64..1000, small ones): mutual exclusion
-/// and progress must not depend on them.
+/// Node and cache-domain ids drawn at random on every call (usize::MAX, 64..1000, small ones),
+/// with 4 virtual domains per node so that the per-domain slots are in use: mutual exclusion and
+/// progress must not depend on them.
 #[test]
 fn garbage_node_ids_keep_mutual_exclusion() {
     let _serial = serial();
+    topology::set_virtual_domains(Some(4)).unwrap();
     let threads = 6;
     let iters = 20_000u64;
     for stealing in [false, true] {
@@ -357,6 +359,9 @@ fn garbage_node_ids_keep_mutual_exclusion() {
                             _ => (rng >> 8) as usize % 4,
                         };
                         topology::set_thread_node(Some(node));
+                        topology::set_thread_domain(
+                            (rng % 3 != 0).then_some(node.rotate_left(7) ^ (rng >> 20) as usize),
+                        );
                         let _g = lock.lock();
                         assert!(
                             !data.inside.swap(true, Ordering::Relaxed),
@@ -368,6 +373,7 @@ fn garbage_node_ids_keep_mutual_exclusion() {
                         data.inside.store(false, Ordering::Relaxed);
                     }
                     topology::set_thread_node(None);
+                    topology::set_thread_domain(None);
                 })
             })
             .collect();
@@ -378,6 +384,7 @@ fn garbage_node_ids_keep_mutual_exclusion() {
         assert_eq!(unsafe { *data.counter.get() }, threads as u64 * iters);
         assert!(start.elapsed() < HANG_BOUND, "took {:?}", start.elapsed());
     }
+    topology::set_virtual_domains(None).unwrap();
 }
 
 /// A lock that is never contended allocates nothing.

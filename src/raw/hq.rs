@@ -6,7 +6,8 @@
 //! fifo_tail  index of the last entry of the node FIFO, 0 = none  (4 bytes)
 //! queues     -> NodeQueues, null until contention is sustained   (8 bytes)   -> 16 bytes in all
 //!
-//! NodeQueues { mode, deferred, flat_until, tails[groups][16] }  (heap, one per contended lock)
+//! NodeQueues { mode, coarse, tails -> [node][domain], deferred, flat_until, refine_after }
+//!                                          (heap, one per contended lock, 896 bytes on 4 nodes)
 //!
 //! node FIFO (linked by fifo_next):   head(R0) ------> R1 ------> W ------> R2 = fifo_tail
 //!                                      |               |                    |
@@ -16,8 +17,7 @@
 //!
 //! There are two kinds of **FIFO entries**: a *representative* (`R`), the first waiter of the
 //! local queue of its slot (its place: NUMA node and cache domain, see `NodeQueues::slot_of`), and
-//! a *flat waiter* (`W`), which joined the FIFO
-//! directly and has no local queue. The **head** (the only thread that waits on the lock word)
+//! a *flat waiter* (`W`), which joined the FIFO directly and has no local queue. The **head** (the only thread that waits on the lock word)
 //! is always the FIFO's front entry. Waiters behind a representative in its local queue touch
 //! only their slot's tail word when they arrive: the FIFO, and the lock word, see one entry per
 //! waiting node.
@@ -38,6 +38,17 @@
 //! time, a representative serves its local queue whatever the mode is by then, and the mode only
 //! decides which kind of entry the next arrival becomes. That is what makes both switches
 //! race-free.
+//!
+//! # Cache domains
+//!
+//! Where a NUMA node holds several L3 domains (AMD's CCXs: a transfer within one costs about a
+//! fifth of one between two of a socket), a local queue may serve one domain rather than one
+//! node. Per-domain queues pay only when a domain has several waiting threads, so a lock starts
+//! per node (`coarse`), goes per domain when a node's turn runs to its limit with waiters of the
+//! node left, and back to per node when per-domain turns are barren (then stays so for
+//! [`FLAT_FOR_NS`]). Only holders switch, and any slot an arrival computes is correct: every
+//! waiter records the slot it queued in (`QNode::hq_slot`), and leaves through that one. On
+//! machines with one domain per node, nothing of this is ever read.
 //!
 //! # States
 //!
@@ -357,12 +368,17 @@ struct NodeQueues {
     arrivals: CachePadded<Arrivals>,
     /// A handoff deferred to the end of the critical section (see the state table), or 0.
     deferred: CachePadded<AtomicU64>,
+    /// The holders' clocks (one line).
+    until: CachePadded<Until>,
+}
+
+/// The line of [`NodeQueues`] only lock holders read and write.
+struct Until {
     /// While `mode` is `FLAT` after barren turns: until when (`now_ns`) it stays flat; 0 if
-    /// it did not go flat that way. Written and read by lock holders only.
-    flat_until: CachePadded<AtomicU64>,
+    /// it did not go flat that way.
+    flat_until: AtomicU64,
     /// Until when (`now_ns`) per-node queues that per-domain ones were barren for stay per node
-    /// (see [`NodeQueues::refine`]); 0 if never. Written and read by lock holders only; it
-    /// shares `flat_until`'s line in effect (the padding of one holds both).
+    /// (see [`NodeQueues::refine`]); 0 if never.
     refine_after: AtomicU64,
 }
 
@@ -402,8 +418,10 @@ impl NodeQueues {
                     .collect(),
             }),
             deferred: CachePadded::new(AtomicU64::new(0)),
-            flat_until: CachePadded::new(AtomicU64::new(0)),
-            refine_after: AtomicU64::new(0),
+            until: CachePadded::new(Until {
+                flat_until: AtomicU64::new(0),
+                refine_after: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -444,7 +462,7 @@ impl NodeQueues {
         // Relaxed: see `Arrivals::coarse`; `refine_after` is the holders' alone.
         let coarsened = a.per_shift > 0 && a.coarse.swap(1, Ordering::Relaxed) == 0;
         if coarsened {
-            self.refine_after.store(
+            self.until.refine_after.store(
                 now_ns().saturating_add(FLAT_FOR_NS).max(1),
                 Ordering::Relaxed,
             );
@@ -465,7 +483,7 @@ impl NodeQueues {
         // barren again cost handoffs.
         if a.per_shift > 0
             && a.coarse.load(Ordering::Relaxed) != 0
-            && now_ns() >= self.refine_after.load(Ordering::Relaxed)
+            && now_ns() >= self.until.refine_after.load(Ordering::Relaxed)
         {
             a.coarse.store(0, Ordering::Relaxed);
         }
@@ -1041,7 +1059,7 @@ impl RawHq {
             Some(queues) => {
                 if !queues.is_hierarchical() {
                     // Relaxed: only holders read and write it, ordered by the lock.
-                    let until = queues.flat_until.load(Ordering::Relaxed);
+                    let until = queues.until.flat_until.load(Ordering::Relaxed);
                     if until != 0 && now_ns() < until {
                         return (0, FLAT_CHECKS_SKIPPED);
                     }
@@ -1083,7 +1101,7 @@ impl RawHq {
             return; // models of an always-hierarchical lock
         }
         // Relaxed: see `note_contended` and the module docs (Modes).
-        queues.flat_until.store(
+        queues.until.flat_until.store(
             now_ns().saturating_add(FLAT_FOR_NS).max(1),
             Ordering::Relaxed,
         );
