@@ -35,6 +35,9 @@ mod kernel;
 #[path = "../examples/numasim/report.rs"]
 mod report;
 #[allow(dead_code)]
+#[path = "../examples/numasim/rwlocks.rs"]
+mod rwlocks;
+#[allow(dead_code)]
 #[path = "../examples/numasim/workload.rs"]
 mod workload;
 
@@ -755,6 +758,7 @@ fn reference_run(
         duration_ns: 10_000_000,
         seed: 1,
         ttas_fairness: true,
+        read_pct: 95,
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
@@ -1370,6 +1374,7 @@ fn model_config(
         duration_ns: 0,
         seed: 1,
         ttas_fairness,
+        read_pct: 95,
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
@@ -1485,4 +1490,66 @@ fn kernel_handoffs_take_two_serial_transfers() {
              transfers ({expected} ns) and a few hits"
         );
     }
+}
+
+// ---- the rwlocks' models and numasim's rw workload (#23) ----------------------------------
+
+/// A reader-writer model keeps readers and writers apart under random and PCT schedules: 8
+/// threads over the X5-4's sockets each read, read, write, 3 times, with scheduling points
+/// inside, so that readers overlap, writers wait for readers and readers for writers, through
+/// the spinning and the parking paths.
+fn rw_model_randomized<L: harness::SimLock>(seed: u64, schedules: usize) {
+    use std::sync::atomic::AtomicI64;
+    let machine = Machine::by_name("x5-4").unwrap();
+    let body = move || {
+        let config = model_config(machine, 8, false);
+        let shared = Arc::new(L::shared(8, &config));
+        // (the lock, readers inside (or -1: a writer inside), writes done)
+        let state = Arc::new((
+            L::new(&shared, 0, &config),
+            AtomicI64::new(0),
+            AtomicU64::new(0),
+        ));
+        let workers: Vec<_> = numa_sim::placement(machine, 8)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(me, hw)| {
+                let state = state.clone();
+                thread::spawn_on(hw, move || {
+                    let (lock, inside, writes) = &*state;
+                    for _ in 0..3 {
+                        for _ in 0..2 {
+                            lock.with_read_lock(me, || {
+                                assert!(
+                                    inside.fetch_add(1, Relaxed) >= 0,
+                                    "a reader beside a writer"
+                                );
+                                numa_sim::yield_now();
+                                assert!(inside.fetch_sub(1, Relaxed) > 0, "a writer came in");
+                            });
+                        }
+                        lock.with_lock(me, || {
+                            assert_eq!(inside.swap(-1, Relaxed), 0, "a writer beside anyone");
+                            numa_sim::yield_now();
+                            writes.fetch_add(1, Relaxed);
+                            assert_eq!(inside.swap(0, Relaxed), -1, "someone came in");
+                        });
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+        assert_eq!(state.2.load(Relaxed), 24);
+    };
+    let random = numa_sim::check_random(machine, seed, schedules, body);
+    let pct = numa_sim::check_pct(machine, seed, schedules / 3, 3, body);
+    assert_eq!(random.executions, schedules);
+    assert_eq!(pct.executions, schedules / 3);
+}
+
+#[test]
+fn rw_models_keep_readers_and_writers_apart_under_random_schedules() {
+    rw_model_randomized::<rwlocks::PlRwLock>(31, 150);
+    rw_model_randomized::<rwlocks::StdRwLock>(32, 150);
 }
