@@ -90,7 +90,7 @@ fn main() -> ExitCode {
         Format::Csv => report::print_csv(&rows, columns),
     }
     if let Some(path) = &options.plot {
-        let written = report::plot(path, options.machine.name, &rows);
+        let written = report::plot(path, options.machine.name, options.read_pct, &rows);
         if !common::plot::report_written("numasim", written) {
             return ExitCode::FAILURE;
         }

@@ -264,9 +264,15 @@ pub fn print_table(rows: &[Row], optional: Columns) {
     crate::common::report::print_table(&columns(optional), &lines, 3, &workloads);
 }
 
-/// Draws simulated throughput against threads, one line per lock and one chart per workload;
-/// returns the files written (see [`plot::files_for`]).
-pub fn plot(path: &Path, machine: &str, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
+/// Draws simulated throughput against threads, one line per lock and one chart per workload
+/// (the `rw` workload's title says its `read_pct`); returns the files written (see
+/// [`plot::files_for`]).
+pub fn plot(
+    path: &Path,
+    machine: &str,
+    read_pct: u32,
+    rows: &[Row],
+) -> Result<Vec<PathBuf>, String> {
     let points: Vec<Point> = rows
         .iter()
         .map(|row| Point {
@@ -279,7 +285,10 @@ pub fn plot(path: &Path, machine: &str, rows: &[Row]) -> Result<Vec<PathBuf>, St
     plot::draw_per_workload(
         path,
         &points,
-        |workload| format!("numasim: {machine} (simulated), workload {workload}"),
+        |workload| match workload {
+            "rw" => format!("numasim: {machine} (simulated), workload rw, {read_pct} % reads"),
+            _ => format!("numasim: {machine} (simulated), workload {workload}"),
+        },
         "critical sections per simulated second",
     )
 }
