@@ -4,7 +4,9 @@
 //! 4-socket X5-4 of the CNA series), beside baseline **models** written for the simulator: the
 //! kernel's stock qspinlock (`qspinlock`) and its CNA slow path (`cna-kernel`), Rust std's futex
 //! mutex (`std`), parking_lot's `RawMutex` (`ttas`) and a plain spinning MCS queue lock
-//! (`spin-mcs`). Every simulated
+//! (`spin-mcs`); likewise McsRwLock, CnaRwLock and HqRwLock (`mcs-rw`, `cna-rw`, `hq-rw`) beside
+//! models of parking_lot's `RawRwLock` (`pl-rwlock`) and std's futex `RwLock` (`std-rwlock`),
+//! on the read-mostly `rw` workload. Every simulated
 //! thread is pinned to its own hardware thread (numa_sim's "spread" placement, or with
 //! `--placement packed` on as few NUMA nodes as possible) and loops "one critical section, then
 //! the workload's local work" for `--duration-us` of virtual time. The harness counts, inside
@@ -45,6 +47,9 @@ mod kernel;
 #[path = "numasim/report.rs"]
 mod report;
 #[cfg(numa_sim)]
+#[path = "numasim/rwlocks.rs"]
+mod rwlocks;
+#[cfg(numa_sim)]
 #[path = "numasim/workload.rs"]
 mod workload;
 
@@ -76,12 +81,16 @@ fn main() -> ExitCode {
     let Some(rows) = sweep(&options) else {
         return ExitCode::FAILURE;
     };
+    let columns = report::Columns {
+        paths: options.paths,
+        write_wait: options.workloads.contains(&cli::WorkloadKind::Rw),
+    };
     match options.format {
-        Format::Table => report::print_table(&rows, options.paths),
-        Format::Csv => report::print_csv(&rows, options.paths),
+        Format::Table => report::print_table(&rows, columns),
+        Format::Csv => report::print_csv(&rows, columns),
     }
     if let Some(path) = &options.plot {
-        let written = report::plot(path, options.machine.name, &rows);
+        let written = report::plot(path, options.machine.name, options.read_pct, &rows);
         if !common::plot::report_written("numasim", written) {
             return ExitCode::FAILURE;
         }
@@ -129,6 +138,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     duration_ns: options.duration_us * 1000,
                     seed: options.seed,
                     ttas_fairness: options.ttas_fairness,
+                    read_pct: options.read_pct,
                     lockbench_locks: options.lockbench_locks,
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,

@@ -118,7 +118,8 @@ fn unknown_lock_and_workload_are_rejected() {
         &[
             "'foo'",
             "--locks",
-            "mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas, spin-mcs",
+            "mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
+             hq-rw, pl-rwlock, std-rwlock",
         ],
     );
     assert_rejected(
@@ -126,7 +127,7 @@ fn unknown_lock_and_workload_are_rejected() {
         &[
             "'bar'",
             "--workload",
-            "counter, kv, freelist, locktorture, lockbench",
+            "counter, kv, freelist, locktorture, lockbench, rw",
         ],
     );
 }
@@ -174,6 +175,13 @@ fn other_bad_values_are_rejected() {
         &["'maybe'", "--store-buffers", "on", "off"],
     );
     assert_rejected(&["--seed", "x"], &["'x'", "--seed"]);
+    for pct in ["101", "-1", "9.5", "all", ""] {
+        let quoted = format!("'{pct}'");
+        assert_rejected(
+            &["--workload", "rw", "--read-pct", pct],
+            &[&quoted, "--read-pct", "an integer from 0 to 100"],
+        );
+    }
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
     for window in ["5-3", "5", "a-b", "-1-2", "4-4"] {
         assert_rejected(&["--trace", window], &["--trace", "FROM-TO", "FROM < TO"]);
@@ -297,6 +305,15 @@ fn help_explains_locks_workloads_and_columns() {
         "remote_handoff_pct",
         "wait_p99_us",
         "host_ms",
+        "--read-pct",
+        "rw ",
+        "mcs-rw",
+        "cna-rw",
+        "hq-rw",
+        "pl-rwlock",
+        "std-rwlock",
+        "write_wait_p99_us",
+        "run as write locks",
     ] {
         assert!(help.contains(needle), "--help does not mention {needle}");
     }
@@ -628,4 +645,58 @@ fn plot_writes_an_svg_per_workload() {
     }
     assert!(!two.exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The `rw` workload runs every lock, the rwlocks and their models included, and the rwlocks
+/// run the other workloads (as write locks); the header gains `write_wait_p99_us` after
+/// `wait_p99_us`. At 100 % reads nobody takes the lock exclusively (the column is empty); at
+/// 0 % every acquisition is a write (the two waits agree).
+#[test]
+fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
+    const RW: &str = "mcs-rw,cna-rw,hq-rw,pl-rwlock,std-rwlock";
+    let header = CSV_HEADER.replace("wait_p99_us,", "wait_p99_us,write_wait_p99_us,");
+    for pct in ["100", "95", "0"] {
+        let stdout = tiny(&[
+            "--threads",
+            "1,8",
+            "--locks",
+            &format!("mcs,cna,hq,std,ttas,{RW}"),
+            "--workload",
+            "rw",
+            "--read-pct",
+            pct,
+        ]);
+        assert_eq!(stdout.lines().next(), Some(header.as_str()));
+        let rows = csv_rows(&stdout);
+        assert_eq!(rows.len(), 10 * 2, "{stdout}");
+        for row in &rows {
+            assert_eq!(row.len(), 12, "{row:?}");
+            assert_eq!(row[2], "rw");
+            assert!(number(row, 4) > 0.0, "sim_ops_per_sec: {row:?}");
+            match pct {
+                "100" => assert_eq!(row[10], "", "no writes at 100 % reads: {row:?}"),
+                "0" => assert_eq!(row[9], row[10], "only writes at 0 % reads: {row:?}"),
+                _ => assert!(number(row, 10) >= 0.0, "write_wait_p99_us: {row:?}"),
+            }
+        }
+    }
+    // The rwlocks on every other workload, and 144 threads on rw.
+    let stdout = tiny(&[
+        "--threads",
+        "3,144",
+        "--locks",
+        RW,
+        "--workload",
+        "counter,kv,freelist,locktorture,lockbench,rw",
+        "--duration-us",
+        "100",
+    ]);
+    assert_eq!(stdout.lines().count(), 1 + 5 * 2 * 6, "{stdout}");
+    // The default is 95 % reads.
+    let args = ["--threads", "8", "--locks", "cna-rw", "--workload", "rw"];
+    let with_95: Vec<&str> = args.iter().copied().chain(["--read-pct", "95"]).collect();
+    assert_eq!(
+        without_host_ms(&tiny(&args), ','),
+        without_host_ms(&tiny(&with_95), ',')
+    );
 }

@@ -35,6 +35,9 @@ mod kernel;
 #[path = "../examples/numasim/report.rs"]
 mod report;
 #[allow(dead_code)]
+#[path = "../examples/numasim/rwlocks.rs"]
+mod rwlocks;
+#[allow(dead_code)]
 #[path = "../examples/numasim/workload.rs"]
 mod workload;
 
@@ -755,6 +758,7 @@ fn reference_run(
         duration_ns: 10_000_000,
         seed: 1,
         ttas_fairness: true,
+        read_pct: 95,
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
@@ -1370,6 +1374,7 @@ fn model_config(
         duration_ns: 0,
         seed: 1,
         ttas_fairness,
+        read_pct: 95,
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
@@ -1485,4 +1490,142 @@ fn kernel_handoffs_take_two_serial_transfers() {
              transfers ({expected} ns) and a few hits"
         );
     }
+}
+
+// ---- the rwlocks' models and numasim's rw workload (#23) ----------------------------------
+
+/// A reader-writer model keeps readers and writers apart under random and PCT schedules: 8
+/// threads over the X5-4's sockets each read, read, write, 3 times, with scheduling points
+/// inside, so that readers overlap, writers wait for readers and readers for writers, through
+/// the spinning and the parking paths.
+fn rw_model_randomized<L: harness::SimLock>(seed: u64, schedules: usize) {
+    use std::sync::atomic::AtomicI64;
+    let machine = Machine::by_name("x5-4").unwrap();
+    let body = move || {
+        let config = model_config(machine, 8, false);
+        let shared = Arc::new(L::shared(8, &config));
+        // (the lock, readers inside (or -1: a writer inside), writes done)
+        let state = Arc::new((
+            L::new(&shared, 0, &config),
+            AtomicI64::new(0),
+            AtomicU64::new(0),
+        ));
+        let workers: Vec<_> = numa_sim::placement(machine, 8)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(me, hw)| {
+                let state = state.clone();
+                thread::spawn_on(hw, move || {
+                    let (lock, inside, writes) = &*state;
+                    for _ in 0..3 {
+                        for _ in 0..2 {
+                            lock.with_read_lock(me, || {
+                                assert!(
+                                    inside.fetch_add(1, Relaxed) >= 0,
+                                    "a reader beside a writer"
+                                );
+                                numa_sim::yield_now();
+                                assert!(inside.fetch_sub(1, Relaxed) > 0, "a writer came in");
+                            });
+                        }
+                        lock.with_lock(me, || {
+                            assert_eq!(inside.swap(-1, Relaxed), 0, "a writer beside anyone");
+                            numa_sim::yield_now();
+                            writes.fetch_add(1, Relaxed);
+                            assert_eq!(inside.swap(0, Relaxed), -1, "someone came in");
+                        });
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+        assert_eq!(state.2.load(Relaxed), 24);
+    };
+    let random = numa_sim::check_random(machine, seed, schedules, body);
+    let pct = numa_sim::check_pct(machine, seed, schedules / 3, 3, body);
+    assert_eq!(random.executions, schedules);
+    assert_eq!(pct.executions, schedules / 3);
+}
+
+#[test]
+fn rw_models_keep_readers_and_writers_apart_under_random_schedules() {
+    rw_model_randomized::<rwlocks::PlRwLock>(31, 150);
+    rw_model_randomized::<rwlocks::StdRwLock>(32, 150);
+}
+
+/// One run of numasim's `rw` workload (`numasim --machine x5-4 --workload rw --read-pct P
+/// --locks LOCK --threads T --seed 1 --duration-us D`), summarised.
+fn rw_run(lock: cli::LockKind, threads: usize, read_pct: u32, duration_us: u64) -> report::Row {
+    let mut config = model_config(Machine::by_name("x5-4").unwrap(), threads, false);
+    config.read_pct = read_pct;
+    config.duration_ns = duration_us * 1000;
+    let run = harness::run_once(lock, cli::WorkloadKind::Rw, &config).unwrap();
+    let key = report::RowKey {
+        machine: "x5-4",
+        lock: lock.name(),
+        workload: "rw",
+        threads,
+    };
+    report::summarize(key, &run)
+}
+
+/// The issue's numasim targets that the RwLocks meet, pinned on shorter runs than
+/// BENCHMARKS.md's (seed 1, 2 ms instead of 10 ms): at 95 % reads on the X5-4 with 72 threads,
+/// CnaRwLock and HqRwLock run at least 5x the better of the parking_lot and std RwLock models
+/// (measured 15.6x and 14.8x), and their writers' p99 wait stays under 1 ms (measured 494 and
+/// 939 µs: HqRwLock's is close to the bound, as in BENCHMARKS.md's 10 ms runs, 890–928 µs).
+/// The targets they miss (100 % and 0 % reads; see BENCHMARKS.md) are printed and pinned where
+/// they stand.
+#[test]
+fn rwlock_targets_on_the_x5_4_rw_workload() {
+    use cli::LockKind::{Cna, CnaRw, HqRw, PlRwLock, StdRwLock};
+    let rate = |row: &report::Row| row.ops_per_sec;
+    let at95 = |lock| rw_run(lock, 72, 95, 2_000);
+    let (cna_rw, hq_rw) = (at95(CnaRw), at95(HqRw));
+    let best_model = rate(&at95(PlRwLock)).max(rate(&at95(StdRwLock)));
+    let write_p99 = |row: &report::Row| row.write_wait_p99_us.unwrap();
+    println!(
+        "95 % reads, 72 threads: cna-rw {:.0} ({:.1}x, writers' p99 {:.0} us), hq-rw {:.0} \
+         ({:.1}x, {:.0} us), best model {best_model:.0} ops/s",
+        rate(&cna_rw),
+        rate(&cna_rw) / best_model,
+        write_p99(&cna_rw),
+        rate(&hq_rw),
+        rate(&hq_rw) / best_model,
+        write_p99(&hq_rw),
+    );
+    for row in [&cna_rw, &hq_rw] {
+        assert!(
+            rate(row) >= 5.0 * best_model,
+            "{}: {:.0} ops/s, under 5x the best model's {best_model:.0}",
+            row.key.lock,
+            rate(row)
+        );
+        assert!(
+            write_p99(row) <= 1000.0,
+            "{}: the writers' p99 wait is {:.0} us",
+            row.key.lock,
+            write_p99(row)
+        );
+    }
+    // Readers alone, and writers alone: the targets missed (see BENCHMARKS.md), pinned where
+    // they stand so that a regression shows. One thread alone for 10 ms (a shorter run is
+    // dominated by its first misses on the table), 72 for 1 ms (measured: 13.3x; 14.2x over
+    // BENCHMARKS.md's 10 ms); at 0 % reads 0.62x CnaMutex (0.63x over 10 ms).
+    let alone = rate(&rw_run(CnaRw, 1, 100, 10_000));
+    let readers = rate(&rw_run(CnaRw, 72, 100, 1_000));
+    let writers = rate(&rw_run(CnaRw, 72, 0, 2_000));
+    let mutex = rate(&rw_run(Cna, 72, 0, 2_000));
+    println!(
+        "100 % reads: cna-rw 72 threads {:.1}x its 1-thread rate (target 57.6x); 0 % reads: \
+         cna-rw {:.2}x CnaMutex (target 0.95x)",
+        readers / alone,
+        writers / mutex
+    );
+    assert!(readers > 10.0 * alone, "readers alone scale at least 10x");
+    assert!(
+        writers > 0.5 * mutex,
+        "writers alone at least half CnaMutex's rate"
+    );
 }

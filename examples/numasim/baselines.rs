@@ -199,17 +199,31 @@ impl SimLock for Pthread {
 
 /// parking_lot_core's `SpinWait`: 3 rounds of 1, 2 and 4 `pause`s, then `sched_yield`s, 10 tries
 /// in all; then the caller parks.
-struct SpinWait {
+pub(crate) struct SpinWait {
     counter: u32,
 }
 
 impl SpinWait {
-    const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         SpinWait { counter: 0 }
     }
 
+    /// `SpinWait::reset`.
+    pub(crate) fn reset(&mut self) {
+        self.counter = 0;
+    }
+
+    /// `SpinWait::spin_no_yield`: 1, 2, 4 ... up to 512 `pause`s, never a yield (parking_lot's
+    /// rwlock between failed reader CASes).
+    pub(crate) fn spin_no_yield(&mut self) {
+        self.counter = (self.counter + 1).min(10);
+        for _ in 0..1u32 << (self.counter - 1) {
+            numa_sim::pause();
+        }
+    }
+
     /// One more round of spinning; `false` once the 10 tries are used up.
-    fn spin(&mut self) -> bool {
+    pub(crate) fn spin(&mut self) -> bool {
         if self.counter >= 10 {
             return false;
         }
@@ -231,9 +245,9 @@ const LOCKED: u32 = 0b01;
 const PARKED: u32 = 0b10;
 
 /// `ThreadData::token`: woken to retry.
-const TOKEN_NORMAL: u32 = 0;
+pub(crate) const TOKEN_NORMAL: u32 = 0;
 /// `ThreadData::token`: woken owning the lock (a direct handoff).
-const TOKEN_HANDOFF: u32 = 1;
+pub(crate) const TOKEN_HANDOFF: u32 = 1;
 
 /// The thread parker's futex word: parked (or about to park).
 const PARKER_WAITING: u32 = 1;
@@ -253,6 +267,28 @@ const LOAD_FACTOR: usize = 3;
 /// The stride of lock-bench's `CachePadded<Mutex<u32>>` on x86-64 (128-byte alignment): the
 /// distance between two locks' addresses, which the bucket hash sees.
 const LOCK_STRIDE: u64 = 128;
+
+/// parking_lot_core's `FilterOp`: what `unpark_filter` does with one parked thread.
+pub(crate) enum FilterOp {
+    Unpark,
+    Skip,
+    Stop,
+}
+
+/// parking_lot_core's `UnparkResult` (without `be_fair`: parking_lot 0.13 has no eventual
+/// fairness).
+#[derive(Clone, Copy)]
+pub(crate) struct UnparkResult {
+    pub(crate) unparked_threads: usize,
+    pub(crate) have_more_threads: bool,
+}
+
+/// The synthetic address of lock `index` of a run (`index` lock-bench strides apart), which
+/// the parking lot hashes: the same for every run, so runs repeat exactly.
+pub(crate) fn lock_address(index: usize) -> u32 {
+    u32::try_from(0x1000_0000u64 + index as u64 * LOCK_STRIDE)
+        .expect("a run has at most 4096 locks")
+}
 
 /// parking_lot_core's hash table bucket: the queue of parked threads under a `WordLock`, and
 /// parking_lot 0.12's eventual-fairness timer, all on one line as in parking_lot (`Bucket` is
@@ -283,6 +319,8 @@ struct ThreadData {
     next: AtomicU32,
     /// [`TOKEN_NORMAL`] or [`TOKEN_HANDOFF`], written by the waker before it wakes the thread.
     token: AtomicU32,
+    /// The `ParkToken` it parked with (what it waits for; the rwlock's unpark filter reads it).
+    park_token: AtomicU32,
 }
 
 /// The `WordLock`'s per-thread `ThreadData` (word_lock.rs keeps its own thread-local): a parker
@@ -310,9 +348,137 @@ impl ParkingLot {
     /// the lock's address (here a synthetic one, `index` lock-bench strides apart, so that runs
     /// repeat exactly).
     fn bucket(&self, index: usize) -> &Bucket {
-        let key = 0x1000_0000u64 + index as u64 * LOCK_STRIDE;
-        let hash = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.hash_bits);
+        self.bucket_at(lock_address(index))
+    }
+
+    /// The bucket of the parking key `address`: `hash(key, bits)`.
+    fn bucket_at(&self, address: u32) -> &Bucket {
+        let hash = u64::from(address).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.hash_bits);
         &self.buckets[hash as usize]
+    }
+
+    /// `parking_lot_core::park(key, validate, ..., park_token, None)` for the thread `me`: under
+    /// the bucket lock, if `validate()` holds, append the thread to the bucket's queue with `key`
+    /// and `park_token`, unlock the bucket and sleep on the thread's parker until unparked.
+    /// `None` if `validate()` failed (`ParkResult::Invalid`), else the unpark token.
+    pub(crate) fn park(
+        &self,
+        me: usize,
+        key: u32,
+        validate: impl FnOnce() -> bool,
+        park_token: u32,
+    ) -> Option<u32> {
+        let bucket = self.bucket_at(key);
+        self.lock_bucket(bucket, me);
+        if !validate() {
+            self.word_unlock(bucket);
+            return None;
+        }
+        let data = &self.threads[me];
+        data.next.store(NONE, Relaxed);
+        data.key.store(key, Relaxed);
+        data.park_token.store(park_token, Relaxed);
+        data.futex.store(PARKER_WAITING, Relaxed);
+        let tail = bucket.tail.load(Relaxed);
+        if tail == NONE {
+            bucket.head.store(link(me), Relaxed);
+        } else {
+            self.threads[tail as usize].next.store(link(me), Relaxed);
+        }
+        bucket.tail.store(link(me), Relaxed);
+        self.word_unlock(bucket);
+        // Acquire: pairs with the waker's release store, which follows its token store.
+        numa_sim::spin_deadline(u64::MAX);
+        while data.futex.load(Acquire) != PARKER_WOKEN {
+            numa_sim::futex_wait(&data.futex, PARKER_WAITING, None);
+        }
+        Some(data.token.load(Relaxed))
+    }
+
+    /// `parking_lot_core::unpark_filter(key, filter, callback)` by the thread `me`: under the
+    /// bucket lock, walk the queue; for each thread parked on `key`, `filter(its park token)`
+    /// unparks it (dequeued), skips it or stops the walk (both: `have_more_threads`); then
+    /// `callback` (still under the bucket lock) gives the unpark token; release each parker,
+    /// unlock the bucket, wake them.
+    pub(crate) fn unpark_filter(
+        &self,
+        me: usize,
+        key: u32,
+        mut filter: impl FnMut(u32) -> FilterOp,
+        callback: impl FnOnce(UnparkResult) -> u32,
+    ) {
+        let bucket = self.bucket_at(key);
+        self.lock_bucket(bucket, me);
+        let mut previous = NONE;
+        let mut current = bucket.head.load(Relaxed);
+        let mut woken = Vec::new();
+        let mut result = UnparkResult {
+            unparked_threads: 0,
+            have_more_threads: false,
+        };
+        while current != NONE {
+            let data = &self.threads[current as usize];
+            let next = data.next.load(Relaxed);
+            if data.key.load(Relaxed) != key {
+                previous = current;
+                current = next;
+                continue;
+            }
+            match filter(data.park_token.load(Relaxed)) {
+                FilterOp::Unpark => {
+                    if previous == NONE {
+                        bucket.head.store(next, Relaxed);
+                    } else {
+                        self.threads[previous as usize].next.store(next, Relaxed);
+                    }
+                    if bucket.tail.load(Relaxed) == current {
+                        bucket.tail.store(previous, Relaxed);
+                    }
+                    woken.push(current);
+                    current = next;
+                }
+                FilterOp::Skip => {
+                    result.have_more_threads = true;
+                    previous = current;
+                    current = next;
+                }
+                FilterOp::Stop => {
+                    result.have_more_threads = true;
+                    break;
+                }
+            }
+        }
+        result.unparked_threads = woken.len();
+        let token = callback(result);
+        for &thread in &woken {
+            let data = &self.threads[thread as usize];
+            data.token.store(token, Relaxed);
+            data.futex.store(PARKER_WOKEN, Release);
+        }
+        self.word_unlock(bucket);
+        for &thread in &woken {
+            numa_sim::futex_wake(&self.threads[thread as usize].futex, 1);
+        }
+    }
+
+    /// `parking_lot_core::unpark_one(key, callback)`: [`ParkingLot::unpark_filter`] that unparks
+    /// the first thread parked on `key` and stops at the next one (which makes
+    /// `have_more_threads`, as unpark_one's scan of the rest of the queue does).
+    pub(crate) fn unpark_one(
+        &self,
+        me: usize,
+        key: u32,
+        callback: impl FnOnce(UnparkResult) -> u32,
+    ) {
+        let mut first = true;
+        let filter = |_token| {
+            if std::mem::take(&mut first) {
+                FilterOp::Unpark
+            } else {
+                FilterOp::Stop
+            }
+        };
+        self.unpark_filter(me, key, filter, callback);
     }
 
     /// `lock_bucket`: read the table pointer, lock the bucket, check the table did not change.
@@ -519,6 +685,7 @@ impl SimLock for Ttas {
                     key: AtomicU32::new(0),
                     next: AtomicU32::new(NONE),
                     token: AtomicU32::new(TOKEN_NORMAL),
+                    park_token: AtomicU32::new(0),
                 })
                 .collect(),
             word_lock_waiters: (0..threads)

@@ -37,11 +37,21 @@ pub enum LockKind {
     Ttas,
     /// The model of a plain spinning MCS lock, the kernel qspinlock's queue (baselines.rs).
     SpinMcs,
+    /// `numa_locks::McsRwLock`.
+    McsRw,
+    /// `numa_locks::CnaRwLock`.
+    CnaRw,
+    /// `numa_locks::HqRwLock`.
+    HqRw,
+    /// The model of parking_lot 0.13's `RawRwLock` (rwlocks.rs).
+    PlRwLock,
+    /// The model of Rust std's futex `RwLock` (rwlocks.rs).
+    StdRwLock,
 }
 
 impl LockKind {
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 9] = [
+    pub const ALL: [LockKind; 14] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
@@ -51,6 +61,11 @@ impl LockKind {
         Self::Pthread,
         Self::Ttas,
         Self::SpinMcs,
+        Self::McsRw,
+        Self::CnaRw,
+        Self::HqRw,
+        Self::PlRwLock,
+        Self::StdRwLock,
     ];
 
     /// The name used on the command line and in the output.
@@ -65,6 +80,11 @@ impl LockKind {
             Self::Pthread => "pthread",
             Self::Ttas => "ttas",
             Self::SpinMcs => "spin-mcs",
+            Self::McsRw => "mcs-rw",
+            Self::CnaRw => "cna-rw",
+            Self::HqRw => "hq-rw",
+            Self::PlRwLock => "pl-rwlock",
+            Self::StdRwLock => "std-rwlock",
         }
     }
 }
@@ -82,16 +102,19 @@ pub enum WorkloadKind {
     LockTorture,
     /// matklad/lock-bench: N locks, each beside its counter, taken at random back to back.
     LockBench,
+    /// A read-mostly hash table: reads under the shared lock, writes under the exclusive one.
+    Rw,
 }
 
 impl WorkloadKind {
     /// Every workload, in the order the help lists them.
-    pub const ALL: [WorkloadKind; 5] = [
+    pub const ALL: [WorkloadKind; 6] = [
         Self::Counter,
         Self::Kv,
         Self::FreeList,
         Self::LockTorture,
         Self::LockBench,
+        Self::Rw,
     ];
 
     /// The name used on the command line and in the output.
@@ -102,6 +125,7 @@ impl WorkloadKind {
             Self::FreeList => "freelist",
             Self::LockTorture => "locktorture",
             Self::LockBench => "lockbench",
+            Self::Rw => "rw",
         }
     }
 }
@@ -157,9 +181,9 @@ const MAX_LOCKBENCH_OPS: u64 = 1_000_000;
 const MAX_DURATION_US: u64 = 1_000_000;
 
 const ABOUT: &str = "\
-numasim: McsMutex, CnaMutex and HqMutex on a simulated multi-socket machine (numa_sim), beside
-models of the kernel's qspinlock and CNA, Rust std's mutex, parking_lot's mutex and a spinning MCS
-lock; throughput, fairness, cross-node handoffs and wait times per lock, workload and thread
+numasim: McsMutex, CnaMutex and HqMutex (and the RwLocks) on a simulated multi-socket machine
+(numa_sim), beside models of the kernel's qspinlock and CNA, Rust std's mutex and RwLock,
+parking_lot's mutex and RwLock and a spinning MCS lock; throughput, fairness, cross-node handoffs and wait times per lock, workload and thread
 count. Deterministic: the same arguments give the same output (except host_ms).";
 
 const AFTER_HELP: &str = "\
@@ -189,8 +213,27 @@ LOCKS:
     spin-mcs      MODEL of a plain spinning MCS queue lock without parking (the kernel
                   qspinlock's queue without its lock word), one padded queue node per simulated
                   thread
+    mcs-rw, cna-rw, hq-rw
+                  this crate's McsRwLock, CnaRwLock, HqRwLock: the real code, unchanged (readers
+                  count themselves in a line of their node; writers queue through McsMutex's,
+                  CnaMutex's or HqMutex's queue lock)
+    pl-rwlock     MODEL of parking_lot 0.13's RawRwLock (src/raw_rwlock.rs): one word with
+                  reader count (ONE_READER = 16), WRITER, UPGRADABLE, WRITER_PARKED and PARKED
+                  bits; readers CAS-add ONE_READER (SpinWait::spin_no_yield between failed CASes),
+                  writers CAS WRITER in, then wait for the readers (spin, then park on the
+                  lock's second key); waiters spin with SpinWait while nobody is parked, then
+                  park in parking_lot_core's hash table (as ttas); unlocking a writer wakes every
+                  parked reader and one writer (unpark_filter)
+    std-rwlock    MODEL of Rust std's futex RwLock (Rust 1.62+, library/std/src/sys/sync/rwlock/
+                  futex.rs): one state word (30-bit reader count, WRITE_LOCKED = all ones,
+                  READERS_WAITING, WRITERS_WAITING) and a writer_notify futex; up to 100 loads
+                  before a futex_wait; readers wait behind waiting writers; unlock wakes one
+                  writer, else every reader
+    The rwlocks (mcs-rw ... std-rwlock) take their shared lock for the rw workload's reads and
+    their exclusive lock for everything else: with another workload they run as write locks.
+    The mutexes take their only lock for the rw workload's reads and writes alike.
     The models are written for the simulator on numa_sim's atomics (examples/numasim/
-    kernel.rs, baselines.rs); they are not the real kernel, std or parking_lot code.
+    kernel.rs, baselines.rs, rwlocks.rs); they are not the real kernel, std or parking_lot code.
 
 WORKLOADS (what one critical section does; every thread is pinned, see --placement):
     counter      the reference: write 2 protected 64-byte lines, 50 ns of work inside;
@@ -208,6 +251,12 @@ WORKLOADS (what one critical section does; every thread is pinned, see --placeme
     lockbench    matklad/lock-bench (parking_lot issues #201, #418): --lockbench-locks locks,
                  each on a padded line with its counter beside it; every operation takes a
                  random lock and increments its counter; nothing between acquisitions
+    rw           a read-mostly hash table (kv's table and skewed keys): --read-pct percent of
+                 the operations are reads (under the shared lock: the table's header line, hash
+                 20 ns, the key's control line, its entry line, all read), the others writes
+                 (under the exclusive lock: the harness's line written, then the same lines, the
+                 entry written); 10 ns of work between operations. A read writes nothing but
+                 the lock's own lines; handoffs and remote_handoff_pct count the writes only
 
 COLUMNS:
     sim_ops_per_sec     critical sections entered per simulated second, all threads
@@ -222,6 +271,8 @@ COLUMNS:
                         for every lock
     wait_p99_us         99th percentile of the counted acquisitions' waits, in microseconds of
                         virtual time from the call to lock() to the start of the critical section
+    write_wait_p99_us   (only when the rw workload runs) the same for the exclusive acquisitions
+                        alone: the writers' wait (every acquisition of the other workloads)
     host_ms             host wall time of the run (the only column that differs between runs)
   with --paths, before host_ms (this crate's locks; '-' in the table, empty in CSV, for models):
     fast_pct            acquisitions by the one-CAS fast path (an uncontended lock, or a free
@@ -263,13 +314,19 @@ struct Args {
     threads: Option<List<usize>>,
 
     /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas,
-    /// spin-mcs (all but mcs, cna and hq are models, see LOCKS)
+    /// spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock (models: qspinlock, cna-kernel,
+    /// std, pthread, ttas, spin-mcs, pl-rwlock, std-rwlock; see LOCKS)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
     locks: List<LockKind>,
 
-    /// Comma list of workloads; allowed: counter, kv, freelist, locktorture, lockbench
+    /// Comma list of workloads; allowed: counter, kv, freelist, locktorture, lockbench, rw
     #[arg(long, value_name = "LIST", value_parser = parse_workloads, default_value = "counter")]
     workload: List<WorkloadKind>,
+
+    /// The percentage of the rw workload's operations that are reads, an integer from 0 to 100
+    #[arg(long, value_name = "P", default_value_t = 95, value_parser = parse_read_pct,
+          allow_hyphen_values = true)]
+    read_pct: u32,
 
     /// The number of locks of the lockbench workload, 1 to 4096
     #[arg(long, value_name = "N", default_value_t = 2,
@@ -380,6 +437,8 @@ pub struct Options {
     pub stealing: bool,
     /// Whether the ttas model has parking_lot 0.12's eventual fairness.
     pub ttas_fairness: bool,
+    /// The rw workload's percentage of reads.
+    pub read_pct: u32,
     /// The lockbench workload's lock count.
     pub lockbench_locks: usize,
     /// lockbench's operations per thread (`None`: run for the duration).
@@ -457,6 +516,7 @@ fn validate(args: Args) -> Result<Command, String> {
         placement: args.placement,
         stealing: args.stealing == Switch::On,
         ttas_fairness: args.ttas_fairness == Switch::On,
+        read_pct: args.read_pct,
         lockbench_locks: args.lockbench_locks as usize,
         lockbench_ops: (args.lockbench_ops > 0).then_some(args.lockbench_ops),
         store_buffers: args.store_buffers == Switch::On,
@@ -533,7 +593,16 @@ fn parse_threads(value: &str) -> Result<List<usize>, String> {
     })
 }
 
-/// A non-negative number of microseconds; the setters check the range.
+/// The rw workload's read percentage: an integer from 0 to 100.
+fn parse_read_pct(value: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(pct) if pct <= 100 => Ok(pct),
+        _ => Err(format!(
+            "'{value}' is not a read percentage; expected an integer from 0 to 100, e.g. 95"
+        )),
+    }
+}
+
 /// `FROM-TO` in microseconds (fractions allowed), FROM < TO, as nanoseconds.
 fn parse_window(value: &str) -> Result<(u64, u64), String> {
     let bad = || {
@@ -555,6 +624,7 @@ fn parse_window(value: &str) -> Result<(u64, u64), String> {
     }
 }
 
+/// A non-negative number of microseconds; the setters check the range.
 fn parse_micros(value: &str) -> Result<f64, String> {
     match value.trim().parse::<f64>() {
         Ok(us) if (0.0..=1e12).contains(&us) => Ok(us),

@@ -9,17 +9,21 @@
 
 use std::cell::UnsafeCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_locks::{RawCnaRwLock, RawHqRwLock, RawMcsRwLock};
 use numa_sim::{Access, Machine, Simulation, thread};
 
 use crate::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
 use crate::cli::{LockKind, WorkloadKind};
 use crate::kernel::{CnaKernel, QSpinLock};
-use crate::workload::{Counter, FreeList, Kv, LockBench, LockTorture, Workload, XorShift};
+use crate::rwlocks::{PlRwLock, StdRwLock};
+use crate::workload::{Counter, FreeList, Kv, LockBench, LockTorture, Rw, Workload, XorShift};
 
 /// `Head::last_thread` before the first acquisition.
 const NO_THREAD: usize = usize::MAX;
@@ -41,8 +45,16 @@ pub trait SimLock: Send + Sync + 'static {
     /// Lock number `index` of the run (0 unless the workload has several), unlocked.
     fn new(shared: &Arc<Self::Shared>, index: usize, config: &RunConfig) -> Self;
 
-    /// Runs `critical_section` with the lock held by simulated thread `me` (0..threads).
+    /// Runs `critical_section` with the lock held by simulated thread `me` (0..threads): a
+    /// mutex's only lock, an rwlock's exclusive lock.
     fn with_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R;
+
+    /// Runs a read-only `critical_section` (the `rw` workload's reads) with the lock held shared
+    /// by `me`: an rwlock's shared lock; a mutex takes its only lock (the default).
+    #[inline]
+    fn with_read_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R {
+        self.with_lock(me, critical_section)
+    }
 }
 
 /// This crate's locks, through `lock_api`, exactly as users take them.
@@ -67,6 +79,35 @@ where
     }
 }
 
+/// This crate's rwlocks, through `lock_api`, exactly as users take them: `write()` for
+/// [`SimLock::with_lock`], `read()` for [`SimLock::with_read_lock`].
+pub struct CrateRwLock<R: lock_api::RawRwLock>(lock_api::RwLock<R, ()>);
+
+impl<R> SimLock for CrateRwLock<R>
+where
+    R: lock_api::RawRwLock + Send + Sync + 'static,
+{
+    type Shared = ();
+
+    fn shared(_threads: usize, _config: &RunConfig) {}
+
+    fn new(_shared: &Arc<()>, _index: usize, _config: &RunConfig) -> Self {
+        CrateRwLock(lock_api::RwLock::new(()))
+    }
+
+    #[inline]
+    fn with_lock<U>(&self, _me: usize, critical_section: impl FnOnce() -> U) -> U {
+        let _guard = self.0.write();
+        critical_section()
+    }
+
+    #[inline]
+    fn with_read_lock<U>(&self, _me: usize, critical_section: impl FnOnce() -> U) -> U {
+        let _guard = self.0.read();
+        critical_section()
+    }
+}
+
 /// The parameters of one run.
 #[derive(Clone, Copy, Debug)]
 pub struct RunConfig {
@@ -82,6 +123,8 @@ pub struct RunConfig {
     pub seed: u64,
     /// The ttas model's eventual fairness.
     pub ttas_fairness: bool,
+    /// The `rw` workload's percentage of reads.
+    pub read_pct: u32,
     /// Locks of the `lockbench` workload (the other workloads have one).
     pub lockbench_locks: usize,
     /// `lockbench` as lock-bench times it: each thread runs this many operations and the run
@@ -150,6 +193,9 @@ pub struct RunResult {
     /// How long each counted acquisition waited, ns of virtual time from the call to `lock()`
     /// to the start of the critical section, all threads, sorted.
     pub waits_ns: Vec<u32>,
+    /// The same for the exclusive acquisitions alone (all of them but the `rw` workload's
+    /// reads), sorted.
+    pub write_waits_ns: Vec<u32>,
     /// How long the run lasted, ns: its duration, or for a fixed number of operations per
     /// thread (`RunConfig::lockbench_ops`) until the last thread was done.
     pub elapsed_ns: u64,
@@ -163,10 +209,20 @@ impl RunResult {
 
     /// The `q`-quantile (0 to 1) of the counted acquisitions' waits, ns (`None` without any).
     pub fn wait_quantile_ns(&self, q: f64) -> Option<u32> {
-        let last = self.waits_ns.len().checked_sub(1)?;
-        let rank = ((last as f64) * q).ceil() as usize;
-        self.waits_ns.get(rank.min(last)).copied()
+        quantile(&self.waits_ns, q)
     }
+
+    /// The `q`-quantile of the exclusive acquisitions' waits, ns (`None` without any).
+    pub fn write_wait_quantile_ns(&self, q: f64) -> Option<u32> {
+        quantile(&self.write_waits_ns, q)
+    }
+}
+
+/// The `q`-quantile (0 to 1) of `sorted`; `None` if it is empty.
+fn quantile(sorted: &[u32], q: f64) -> Option<u32> {
+    let last = sorted.len().checked_sub(1)?;
+    let rank = ((last as f64) * q).ceil() as usize;
+    sorted.get(rank.min(last)).copied()
 }
 
 /// The harness's bookkeeping, on the first protected line: every workload's critical section
@@ -195,21 +251,39 @@ struct Protected<W> {
     workload: W,
 }
 
+/// The harness's own bookkeeping of shared (read) critical sections, which several threads run
+/// at once: host atomics, which the simulator does not cost (unlike `Head`, nothing here is a
+/// simulated line).
+#[derive(Default)]
+struct Readers {
+    /// Threads inside a read critical section now.
+    inside: AtomicU64,
+    /// Whether a thread is inside an exclusive critical section now.
+    writer_inside: AtomicBool,
+    /// Read critical sections entered (counted or not).
+    entries: AtomicU64,
+    /// Critical sections that found a writer beside a reader.
+    violations: AtomicU64,
+}
+
 /// A lock and its protected data, each on its own lines.
 struct Guarded<L, W> {
     lock: CachePadded<L>,
     data: CachePadded<UnsafeCell<Protected<W>>>,
+    readers: Readers,
 }
 
-// SAFETY: `data` is only accessed by the thread that holds `lock` (and by the harness after every
-// worker has been joined); the `inside` flag checks the first part.
+// SAFETY: `data` is only written by the thread that holds `lock` exclusively, and only read
+// (through `&`) by the threads that hold it shared (and by the harness after every worker has
+// been joined); the `inside` flags check the first part.
 unsafe impl<L: Sync, W: Send> Sync for Guarded<L, W> {}
 
 /// The run's locks, each with its data (one, unless the workload has several).
 type Locks<L, W> = Vec<Guarded<L, W>>;
 
-/// What one simulated thread hands back: its counts and its acquisitions' waits (ns).
-type WorkerOutcome = (ThreadCounts, Vec<u32>);
+/// What one simulated thread hands back: its counts, its acquisitions' waits and its exclusive
+/// acquisitions' waits (ns).
+type WorkerOutcome = (ThreadCounts, Vec<u32>, Vec<u32>);
 
 /// Runs `lock` with `workload` once. `Err` carries the simulator's failure report (a deadlock,
 /// a runaway spin) or the mutual-exclusion violation found.
@@ -224,6 +298,7 @@ pub fn run_once(
         WorkloadKind::FreeList => run_workload::<FreeList>(lock, config),
         WorkloadKind::LockTorture => run_workload::<LockTorture>(lock, config),
         WorkloadKind::LockBench => run_workload::<LockBench>(lock, config),
+        WorkloadKind::Rw => run_workload::<Rw>(lock, config),
     }
 }
 
@@ -238,6 +313,11 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
         LockKind::Pthread => run::<Pthread, W>(config),
         LockKind::Ttas => run::<Ttas, W>(config),
         LockKind::SpinMcs => run::<SpinMcs, W>(config),
+        LockKind::McsRw => run::<CrateRwLock<RawMcsRwLock>, W>(config),
+        LockKind::CnaRw => run::<CrateRwLock<RawCnaRwLock>, W>(config),
+        LockKind::HqRw => run::<CrateRwLock<RawHqRwLock>, W>(config),
+        LockKind::PlRwLock => run::<PlRwLock, W>(config),
+        LockKind::StdRwLock => run::<StdRwLock, W>(config),
     }
 }
 
@@ -282,6 +362,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                             }),
                             workload: W::new(config.threads),
                         })),
+                        readers: Readers::default(),
                     })
                     .collect(),
             );
@@ -309,24 +390,31 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                 })
                 .collect();
             let per_thread: Vec<WorkerOutcome> = workers.into_iter().map(|w| w.join()).collect();
-            let entries: u64 = per_thread.iter().map(|(c, _)| c.ops + c.late).sum();
+            let entries: u64 = per_thread.iter().map(|(c, _, _)| c.ops + c.late).sum();
             let mut windows = vec![[0u32; 2]; windows(&config)];
             let mut protected_entries = 0;
             let mut check = Ok(());
             for guarded in locks.iter() {
                 // SAFETY: every worker has been joined; nobody else holds the lock.
                 let data = unsafe { &*guarded.data.get() };
-                protected_entries += data.head.entries;
+                let reads = guarded.readers.entries.load(Relaxed);
+                protected_entries += data.head.entries + reads;
                 for (sum, window) in windows.iter_mut().zip(&data.head.windows) {
                     sum[0] += window[0];
                     sum[1] += window[1];
                 }
                 if check.is_ok() {
-                    check = if data.head.violations != 0 {
+                    let violations =
+                        data.head.violations + guarded.readers.violations.load(Relaxed);
+                    check = if violations != 0 {
                         Err(format!(
-                            "MUTUAL EXCLUSION VIOLATED: {} critical sections found another \
-                             thread inside",
-                            data.head.violations
+                            "MUTUAL EXCLUSION VIOLATED: {violations} critical sections found \
+                             another thread inside (a writer beside anyone)"
+                        ))
+                    } else if data.workload.reads() != reads {
+                        Err(format!(
+                            "{} reads done, but {reads} read critical sections ran",
+                            data.workload.reads()
                         ))
                     } else {
                         data.workload.check(data.head.entries)
@@ -372,23 +460,29 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
             data,
         }
     });
-    let mut waits_ns: Vec<u32> = per_thread.iter().flat_map(|(_, w)| w).copied().collect();
+    let mut waits_ns: Vec<u32> = per_thread.iter().flat_map(|(_, w, _)| w).copied().collect();
     waits_ns.sort_unstable();
+    let mut write_waits_ns: Vec<u32> = per_thread.iter().flat_map(|(_, _, w)| w).copied().collect();
+    write_waits_ns.sort_unstable();
     let elapsed_ns = match W::fixed_ops(&config) {
         Some(_) => per_thread
             .iter()
-            .map(|(c, _)| c.finished_ns)
+            .map(|(c, _, _)| c.finished_ns)
             .max()
             .unwrap_or(0),
         None => config.duration_ns,
     };
     Ok(RunResult {
-        per_thread: per_thread.into_iter().map(|(counts, _)| counts).collect(),
+        per_thread: per_thread
+            .into_iter()
+            .map(|(counts, _, _)| counts)
+            .collect(),
         host_time: report.host_time,
         tallies: report.tallies,
         windows,
         trace,
         waits_ns,
+        write_waits_ns,
         elapsed_ns,
     })
 }
@@ -408,6 +502,7 @@ fn worker<L: SimLock, W: Workload>(
     let mut local = W::Local::default();
     let mut counts = ThreadCounts::default();
     let mut waits = Vec::new();
+    let mut write_waits = Vec::new();
     // A fixed number of operations (all of them counted), or the run's duration.
     let fixed = W::fixed_ops(config);
     let end = if fixed.is_some() {
@@ -416,10 +511,40 @@ fn worker<L: SimLock, W: Workload>(
         config.duration_ns
     };
     while numa_sim::clock_ns() < end && fixed.is_none_or(|n| counts.ops < n) {
-        let input = W::prepare(&mut rng, config.threads, locks.len());
+        let input = W::prepare(&mut rng, config, locks.len());
         let guarded = &locks[W::lock_of(&input)];
         let called = numa_sim::clock_ns();
+        if W::is_read(&input) {
+            guarded.lock.with_read_lock(id, || {
+                let readers = &guarded.readers;
+                // Host atomics, Relaxed: the simulator runs one thread at a time and switches
+                // threads with synchronization of its own.
+                readers.inside.fetch_add(1, Relaxed);
+                readers.entries.fetch_add(1, Relaxed);
+                let now = numa_sim::clock_ns();
+                if now < end {
+                    counts.ops += 1;
+                    waits.push(u32::try_from(now - called).unwrap_or(u32::MAX));
+                } else {
+                    counts.late += 1;
+                }
+                // SAFETY: we hold the lock shared: nobody writes `data` (a writer inside would be
+                // a violation, counted below and reported as such).
+                let data = unsafe { &*guarded.data.get() };
+                data.workload.read_section(input, id);
+                if readers.writer_inside.load(Relaxed) {
+                    readers.violations.fetch_add(1, Relaxed);
+                }
+                readers.inside.fetch_sub(1, Relaxed);
+            });
+            W::between_acquisitions();
+            continue;
+        }
         guarded.lock.with_lock(id, || {
+            let readers = &guarded.readers;
+            if readers.inside.load(Relaxed) != 0 || readers.writer_inside.swap(true, Relaxed) {
+                readers.violations.fetch_add(1, Relaxed);
+            }
             // SAFETY: we hold the lock; `inside` catches anyone else who thinks so too.
             let data = unsafe { &mut *guarded.data.get() };
             let head = &mut *data.head;
@@ -446,7 +571,9 @@ fn worker<L: SimLock, W: Workload>(
             head.last_node = node;
             if counted {
                 counts.ops += 1;
-                waits.push(u32::try_from(now - called).unwrap_or(u32::MAX));
+                let wait = u32::try_from(now - called).unwrap_or(u32::MAX);
+                waits.push(wait);
+                write_waits.push(wait);
             } else {
                 counts.late += 1;
             }
@@ -464,9 +591,13 @@ fn worker<L: SimLock, W: Workload>(
                 head.violations += 1;
             }
             head.inside = false;
+            if readers.inside.load(Relaxed) != 0 {
+                readers.violations.fetch_add(1, Relaxed);
+            }
+            readers.writer_inside.store(false, Relaxed);
         });
         W::between_acquisitions();
     }
     counts.finished_ns = numa_sim::clock_ns();
-    (counts, waits)
+    (counts, waits, write_waits)
 }

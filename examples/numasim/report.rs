@@ -31,6 +31,19 @@ pub const PATH_COLUMNS: [&str; 4] = ["fast_pct", "steal_pct", "queued_pct", "par
 /// The columns `--paths` adds after [`PATH_COLUMNS`]: how often the holder changes (every lock).
 pub const HOLDER_COLUMNS: [&str; 3] = ["acq_per_handoff", "alt_time_pct", "alt_ops_per_sec"];
 
+/// The column a sweep with the `rw` workload adds after `wait_p99_us`: the exclusive
+/// acquisitions' (the writers') p99 wait.
+pub const WRITE_WAIT_COLUMN: &str = "write_wait_p99_us";
+
+/// Which optional columns a report has.
+#[derive(Clone, Copy, Debug)]
+pub struct Columns {
+    /// `--paths`: [`PATH_COLUMNS`] and [`HOLDER_COLUMNS`] before `host_ms`.
+    pub paths: bool,
+    /// The sweep has the `rw` workload: [`WRITE_WAIT_COLUMN`] after `wait_p99_us`.
+    pub write_wait: bool,
+}
+
 /// A window of the run in which the lock averaged fewer acquisitions per handoff than this
 /// counts as *alternating* (threads taking turns, one's critical section overlapping the
 /// others' local work), as opposed to one thread re-taking the lock for a while.
@@ -68,11 +81,14 @@ impl Alternation {
     }
 }
 
-/// The header: [`COLUMNS`], with [`PATH_COLUMNS`] and [`HOLDER_COLUMNS`] before `host_ms` if
-/// `paths`.
-pub fn columns(paths: bool) -> Vec<&'static str> {
+/// The header: [`COLUMNS`], with [`WRITE_WAIT_COLUMN`] after `wait_p99_us` if `write_wait`,
+/// and [`PATH_COLUMNS`] and [`HOLDER_COLUMNS`] before `host_ms` if `paths`.
+pub fn columns(Columns { paths, write_wait }: Columns) -> Vec<&'static str> {
     let (host_ms, rest) = COLUMNS.split_last().expect("not empty");
     let mut columns = rest.to_vec();
+    if write_wait {
+        columns.push(WRITE_WAIT_COLUMN);
+    }
     if paths {
         columns.extend(PATH_COLUMNS);
         columns.extend(HOLDER_COLUMNS);
@@ -135,6 +151,8 @@ pub struct Row {
     pub remote_handoff_pct: f64,
     /// The 99th percentile of the counted acquisitions' waits, µs (`None` without any).
     pub wait_p99_us: Option<f64>,
+    /// The same for the exclusive acquisitions alone (`None` without any).
+    pub write_wait_p99_us: Option<f64>,
     /// Acquisitions per handoff: how many critical sections a thread runs in a row on average
     /// (`None` without handoffs).
     pub acq_per_handoff: Option<f64>,
@@ -162,6 +180,9 @@ pub fn summarize(key: RowKey, run: &RunResult) -> Row {
         max_min,
         remote_handoff_pct: remote_handoff_pct(handoffs, remote),
         wait_p99_us: run.wait_quantile_ns(0.99).map(|ns| f64::from(ns) / 1e3),
+        write_wait_p99_us: run
+            .write_wait_quantile_ns(0.99)
+            .map(|ns| f64::from(ns) / 1e3),
         acq_per_handoff: (handoffs > 0).then(|| run.total_ops() as f64 / handoffs as f64),
         alternation: Alternation::from_windows(&run.windows),
         host_ms: run.host_time.as_secs_f64() * 1e3,
@@ -184,9 +205,9 @@ pub fn fill_speedups(rows: &mut [Row]) {
     }
 }
 
-/// The row's cells, formatted (with the path columns if `paths`); `missing` stands for an
-/// absent speedup or path count.
-fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
+/// The row's cells, formatted (with the optional `columns`); `missing` stands for an absent
+/// speedup, wait or path count.
+fn cells(row: &Row, missing: &str, columns: Columns) -> Vec<String> {
     let mut cells = vec![
         row.key.machine.to_string(),
         row.key.lock.to_string(),
@@ -201,7 +222,13 @@ fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
         row.wait_p99_us
             .map_or_else(|| missing.to_string(), |us| format!("{us:.2}")),
     ];
-    if paths {
+    if columns.write_wait {
+        cells.push(
+            row.write_wait_p99_us
+                .map_or_else(|| missing.to_string(), |us| format!("{us:.2}")),
+        );
+    }
+    if columns.paths {
         match row.paths {
             Some(p) => cells.extend([
                 format!("{:.2}", p.fast_pct),
@@ -223,23 +250,29 @@ fn cells(row: &Row, missing: &str, paths: bool) -> Vec<String> {
 }
 
 /// The header and one line per row, comma-separated; an absent speedup is an empty field.
-pub fn print_csv(rows: &[Row], paths: bool) {
-    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "", paths)).collect();
-    crate::common::report::print_csv(&columns(paths), &lines);
+pub fn print_csv(rows: &[Row], optional: Columns) {
+    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "", optional)).collect();
+    crate::common::report::print_csv(&columns(optional), &lines);
 }
 
 /// An aligned table with the CSV's columns (text left-aligned, numbers right-aligned); an absent
 /// speedup is `-`. A blank line separates workloads. `host_ms` is the last column, so its
 /// width cannot shift the others.
-pub fn print_table(rows: &[Row], paths: bool) {
-    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "-", paths)).collect();
+pub fn print_table(rows: &[Row], optional: Columns) {
+    let lines: Vec<Vec<String>> = rows.iter().map(|row| cells(row, "-", optional)).collect();
     let workloads: Vec<&str> = rows.iter().map(|row| row.key.workload).collect();
-    crate::common::report::print_table(&columns(paths), &lines, 3, &workloads);
+    crate::common::report::print_table(&columns(optional), &lines, 3, &workloads);
 }
 
-/// Draws simulated throughput against threads, one line per lock and one chart per workload;
-/// returns the files written (see [`plot::files_for`]).
-pub fn plot(path: &Path, machine: &str, rows: &[Row]) -> Result<Vec<PathBuf>, String> {
+/// Draws simulated throughput against threads, one line per lock and one chart per workload
+/// (the `rw` workload's title says its `read_pct`); returns the files written (see
+/// [`plot::files_for`]).
+pub fn plot(
+    path: &Path,
+    machine: &str,
+    read_pct: u32,
+    rows: &[Row],
+) -> Result<Vec<PathBuf>, String> {
     let points: Vec<Point> = rows
         .iter()
         .map(|row| Point {
@@ -252,7 +285,10 @@ pub fn plot(path: &Path, machine: &str, rows: &[Row]) -> Result<Vec<PathBuf>, St
     plot::draw_per_workload(
         path,
         &points,
-        |workload| format!("numasim: {machine} (simulated), workload {workload}"),
+        |workload| match workload {
+            "rw" => format!("numasim: {machine} (simulated), workload rw, {read_pct} % reads"),
+            _ => format!("numasim: {machine} (simulated), workload {workload}"),
+        },
         "critical sections per simulated second",
     )
 }

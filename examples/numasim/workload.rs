@@ -59,9 +59,27 @@ pub trait Workload: Send + 'static {
     /// Fresh shared state for a run with `threads` threads.
     fn new(threads: usize) -> Self;
 
-    /// Draws the input of the next operation, for a run of `threads` threads and `locks` locks
-    /// (runs outside the lock, costs nothing simulated).
-    fn prepare(rng: &mut XorShift, threads: usize, locks: usize) -> Self::Input;
+    /// Draws the input of the next operation, for a run `config` with `locks` locks (runs
+    /// outside the lock, costs nothing simulated).
+    fn prepare(rng: &mut XorShift, config: &RunConfig, locks: usize) -> Self::Input;
+
+    /// Whether the operation only reads: the harness takes the lock shared for it (a mutex
+    /// takes its only lock) and runs [`Workload::read_section`], which several threads may run
+    /// at once. Only `rw` has reads.
+    fn is_read(_input: &Self::Input) -> bool {
+        false
+    }
+
+    /// A read operation (see [`Workload::is_read`]), by simulated thread `thread`, under the
+    /// shared lock: it must not change the state the harness checks except through atomics.
+    fn read_section(&self, _input: Self::Input, _thread: usize) {
+        unreachable!("only workloads with reads are asked to read");
+    }
+
+    /// How many read operations ran (the harness checks them against its own count).
+    fn reads(&self) -> u64 {
+        0
+    }
 
     /// The operation (runs inside the lock), by simulated thread `thread`. `first` is the line
     /// it writes first: the harness's head line, or the lock's own line if `ON_LOCK_LINE`.
@@ -99,7 +117,7 @@ impl Workload for Counter {
         }
     }
 
-    fn prepare(_rng: &mut XorShift, _threads: usize, _locks: usize) {}
+    fn prepare(_rng: &mut XorShift, _config: &RunConfig, _locks: usize) {}
 
     fn critical_section(&mut self, head: *const u8, (): (), _local: &mut (), _thread: usize) {
         numa_sim::touch(&[head, self.line.addr()]);
@@ -167,7 +185,7 @@ impl Workload for Kv {
     }
 
     /// As locktorture: a skewed key ([`kv_key`]), one operation in ten a put ([`kv_put`]).
-    fn prepare(rng: &mut XorShift, _threads: usize, _locks: usize) -> KvOp {
+    fn prepare(rng: &mut XorShift, _config: &RunConfig, _locks: usize) -> KvOp {
         let r1 = rng.next_u64();
         let r2 = rng.next_u64();
         KvOp {
@@ -240,7 +258,7 @@ impl Workload for FreeList {
         }
     }
 
-    fn prepare(_rng: &mut XorShift, _threads: usize, _locks: usize) {}
+    fn prepare(_rng: &mut XorShift, _config: &RunConfig, _locks: usize) {}
 
     fn critical_section(
         &mut self,
@@ -319,8 +337,8 @@ impl Workload for LockTorture {
         }
     }
 
-    fn prepare(rng: &mut XorShift, threads: usize, _locks: usize) -> bool {
-        rng.next_u64().is_multiple_of(4 * threads as u64)
+    fn prepare(rng: &mut XorShift, config: &RunConfig, _locks: usize) -> bool {
+        rng.next_u64().is_multiple_of(4 * config.threads as u64)
     }
 
     fn critical_section(&mut self, head: *const u8, delay: bool, _local: &mut (), thread: usize) {
@@ -387,7 +405,7 @@ impl Workload for LockBench {
     }
 
     /// As lock-bench: `random % n_locks` from a per-thread xorshift.
-    fn prepare(rng: &mut XorShift, _threads: usize, locks: usize) -> usize {
+    fn prepare(rng: &mut XorShift, _config: &RunConfig, locks: usize) -> usize {
         (rng.next_u64() % locks as u64) as usize
     }
 
@@ -413,6 +431,115 @@ impl Workload for LockBench {
                 "the counter is {}, but {entries} critical sections ran under its lock (lost \
                  updates)",
                 self.count
+            ))
+        }
+    }
+}
+
+/// `rw`: a read-mostly hash table, `kv`'s `HashMap<u64, u64>` of 65536 keys with the same
+/// skewed keys, `--read-pct` percent of the operations reads. A read (under the shared lock)
+/// reads the map's header (its own line: the bucket mask and control pointer, which updates in
+/// place never change), hashes the key, reads the control group of its bucket and then its
+/// entry, each address depending on the previous read: it writes no line of the table. A write
+/// (under the exclusive lock) writes the harness's head line (as every exclusive critical
+/// section does), then reads the header, hashes, reads the control group and writes the entry.
+/// So readers of a hot key miss on its entry after each write to it, as they would on a real
+/// table.
+pub struct Rw {
+    header: Line,
+    ctrl: Vec<Line>,
+    entries: Vec<Line>,
+    /// Reads done (host counter: several readers run at once, so an atomic; not simulated).
+    reads: std::sync::atomic::AtomicU64,
+    writes: u64,
+}
+
+/// Whether an `rw` operation drawn as `(r1, r2)` (its key is [`kv_key`]`(r1, r2)`) is a read,
+/// for `read_pct` percent reads (0 to 100): bits of `r2` that the key's bound does not use.
+fn rw_is_read(r2: u64, read_pct: u32) -> bool {
+    (r2 >> 32) % 100 < u64::from(read_pct)
+}
+
+/// One `rw` operation: a read or a write of the entry of `key`.
+#[derive(Clone, Copy)]
+pub struct RwOp {
+    key: u64,
+    read: bool,
+}
+
+impl Rw {
+    /// The header, control and entry lines of `key`'s lookup, in the order it touches them.
+    fn lookup(&self, key: u64) -> (*const u8, *const u8) {
+        numa_sim::touch_read(&[self.header.addr()]);
+        numa_sim::work(KV_HASH_NS);
+        let bucket = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 47) as usize % KV_BUCKETS;
+        let ctrl = self.ctrl[bucket / 64].addr();
+        (ctrl, self.entries[bucket / 4].addr())
+    }
+}
+
+impl Workload for Rw {
+    type Input = RwOp;
+    type Local = ();
+
+    fn new(_threads: usize) -> Self {
+        Rw {
+            header: Line::ZERO,
+            ctrl: vec![Line::ZERO; KV_CTRL_LINES],
+            entries: vec![Line::ZERO; KV_ENTRY_LINES],
+            reads: std::sync::atomic::AtomicU64::new(0),
+            writes: 0,
+        }
+    }
+
+    /// A skewed key ([`kv_key`]); a read with probability `--read-pct` ([`rw_is_read`]).
+    fn prepare(rng: &mut XorShift, config: &RunConfig, _locks: usize) -> RwOp {
+        let r1 = rng.next_u64();
+        let r2 = rng.next_u64();
+        RwOp {
+            key: kv_key(r1, r2),
+            read: rw_is_read(r2, config.read_pct),
+        }
+    }
+
+    fn is_read(op: &RwOp) -> bool {
+        op.read
+    }
+
+    fn read_section(&self, op: RwOp, _thread: usize) {
+        let (ctrl, entry) = self.lookup(op.key);
+        numa_sim::touch_read(&[ctrl]);
+        numa_sim::touch_read(&[entry]);
+        // Relaxed: a host count, summed after every thread has been joined.
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn reads(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn critical_section(&mut self, head: *const u8, op: RwOp, _local: &mut (), _thread: usize) {
+        numa_sim::touch(&[head]);
+        let (ctrl, entry) = self.lookup(op.key);
+        numa_sim::touch_read(&[ctrl]);
+        numa_sim::touch(&[entry]);
+        self.writes += 1;
+    }
+
+    fn between_acquisitions() {
+        numa_sim::work(SHORT_LOCAL_WORK_NS);
+    }
+
+    /// `entries` counts the exclusive critical sections only; the harness checks the reads'
+    /// count against its own.
+    fn check(&self, entries: u64) -> Result<(), String> {
+        if self.writes == entries {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} writes, but {entries} exclusive critical sections ran (lost updates)",
+                self.writes
             ))
         }
     }
