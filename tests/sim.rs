@@ -849,6 +849,68 @@ fn handoffs_beat_the_kernels_cna() {
     }
 }
 
+/// The cache-domain issue's pins (#26): `numasim` at seed 1, default tunables, 10 ms each, against
+/// `cna-kernel` in the same run. Measured values in brackets (2026-11-25, seeds 1-3).
+/// - HqMutex at least 1.5x `cna-kernel` on `counter` with 64 threads on both AMD presets (3.14x
+///   `epyc-2s`, 1.56-1.58x `epyc9654-2s`: per-CCX queues keep handoffs at 23 ns where a
+///   per-node lock pays 97-108 ns), and at least 1.3x on `kv` with 64 threads on `epyc-2s`
+///   (1.66-1.71x).
+/// - At 32 threads on `epyc-2s` (two or three threads per CCX), HqMutex at least 1.2x on
+///   `counter` (1.30-1.31x); the issue's 1.5x is not met there, nor at 16 threads, where one
+///   thread per CCX leaves per-domain queues nothing to keep and the lock runs per node (0.61-0.67x:
+///   the handoff cost of #25). CnaMutex stays per node (0.62-0.93x; see `same_node` in cna.rs).
+/// - Fairness factor at most 0.6 (0.51-0.57), and on `counter` at 64 threads remote handoffs at
+///   most 2% (0.3-1.9%).
+#[cfg(not(feature = "stats"))]
+#[test]
+fn hq_keeps_handoffs_within_a_ccx_on_amd() {
+    use cli::LockKind::{CnaKernel, Hq};
+    use cli::WorkloadKind::{Counter, Kv};
+    let _defaults = tunables();
+    let ratio = |machine: &str, workload, threads| {
+        let hq = reference_run(machine, Hq, workload, threads, cli::Placement::Spread);
+        let kernel = reference_run(
+            machine,
+            CnaKernel,
+            workload,
+            threads,
+            cli::Placement::Spread,
+        );
+        let ratio = hq.ops_per_sec / kernel.ops_per_sec;
+        println!(
+            "{machine} {workload:?} {threads} threads: HQ {:.2} M/s, cna-kernel {:.2} M/s \
+             ({ratio:.2}x), HQ fairness {:.3}, remote {:.2}%",
+            hq.ops_per_sec / 1e6,
+            kernel.ops_per_sec / 1e6,
+            hq.fairness_factor,
+            hq.remote_handoff_pct
+        );
+        (ratio, hq)
+    };
+    for (machine, workload, threads, bound) in [
+        ("epyc-2s", Counter, 64, 1.5),
+        ("epyc9654-2s", Counter, 64, 1.5),
+        ("epyc-2s", Kv, 64, 1.3),
+        ("epyc-2s", Counter, 32, 1.2),
+    ] {
+        let (r, hq) = ratio(machine, workload, threads);
+        let what = format!("{machine} {workload:?} {threads} threads");
+        assert!(r >= bound, "{what}: HQ/cna-kernel {r:.3}, below {bound}");
+        assert!(
+            hq.fairness_factor <= 0.6,
+            "{what}: fairness {:.3}",
+            hq.fairness_factor
+        );
+        if workload == Counter {
+            assert!(
+                threads < 64 || hq.remote_handoff_pct <= 2.0,
+                "{what}: {:.2}% remote",
+                hq.remote_handoff_pct
+            );
+        }
+    }
+}
+
 /// The alternation columns of `numasim --paths`, from (acquisitions, handoffs) per 20 µs
 /// window: a window alternates with under 2 acquisitions per handoff; one with no handoff is a
 /// single thread's.

@@ -304,7 +304,7 @@ Build: RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --targ
 )]
 struct Args {
     /// The simulated machine: a numa_sim preset (x5-4, e5-2690v3-2s, kunpeng920, epyc-2s,
-    /// 2s-generic), or `list` to print every preset with its description and exit
+    /// epyc9654-2s, 2s-generic), or `list` to print every preset with its description and exit
     #[arg(long, value_name = "NAME", default_value = "x5-4")]
     machine: String,
 
