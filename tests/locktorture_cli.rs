@@ -83,6 +83,19 @@ fn assert_rejected(args: &[&str], needles: &[&str]) {
     assert_rejected_output(args, &locktorture(args), needles);
 }
 
+/// A run that must succeed (exit code 1 and "MUTUAL EXCLUSION VIOLATED" on stderr if a check
+/// after a run failed); returns its stdout.
+fn run_ok(args: &[&str]) -> String {
+    let output = locktorture(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "args {args:?}; stderr:\n{stderr}"
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 #[test]
 fn unknown_lock_is_rejected() {
     assert_rejected(&["--locks", "mcs,foo"], &["'foo'", "--locks", ALL_LOCKS]);
@@ -162,7 +175,7 @@ fn bad_pc_options_are_rejected() {
 #[test]
 fn pc_workload_runs_for_every_lock_and_notify_style() {
     for (slots, notify) in [("1", "all"), ("4", "one")] {
-        let output = locktorture(&[
+        let stdout = run_ok(&[
             "--workload",
             "pc",
             "--slots",
@@ -178,9 +191,6 @@ fn pc_workload_runs_for_every_lock_and_notify_style() {
             "--format",
             "csv",
         ]);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-        let stdout = String::from_utf8_lossy(&output.stdout);
         let rows: Vec<&str> = stdout.lines().skip(1).collect();
         assert_eq!(rows.len(), 5 * 2, "{stdout}");
         for row in rows {
@@ -469,9 +479,8 @@ fn plot_writes_an_svg_chart_per_workload() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Runs `--workload rw` with `extra` arguments (CSV, one run of 10 ms each) and returns its rows,
-/// after checking the exit code: 1 and "MUTUAL EXCLUSION VIOLATED" on stderr if a read saw a
-/// half-done write or a write was lost.
+/// Runs `--workload rw` with `extra` arguments (CSV, one run of 10 ms each) and returns its
+/// output, after checking the exit code: 1 if a read saw a half-done write or a write was lost.
 fn rw_rows(extra: &[&str]) -> String {
     let mut args = vec![
         "--workload",
@@ -484,14 +493,7 @@ fn rw_rows(extra: &[&str]) -> String {
         "csv",
     ];
     args.extend(extra);
-    let output = locktorture(&args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "args {args:?}; stderr:\n{stderr}"
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    run_ok(&args)
 }
 
 /// Workload `rw` runs for every lock (by default the mutexes and the rwlocks), at 1 and several
@@ -522,7 +524,7 @@ fn rw_workload_runs_for_every_lock_and_read_share() {
 /// The rwlocks run the mutex workloads through `write()`, with the workloads' own checks.
 #[test]
 fn rwlocks_run_the_mutex_workloads_through_write() {
-    let output = locktorture(&[
+    let stdout = run_ok(&[
         "--locks",
         "cna-rw,pl-rwlock,std-rwlock",
         "--workload",
@@ -536,9 +538,6 @@ fn rwlocks_run_the_mutex_workloads_through_write() {
         "--format",
         "csv",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 3 * 2, "{stdout}");
     for row in rows {
@@ -589,7 +588,7 @@ fn pc_with_an_rwlock_is_rejected() {
         ],
     );
     // With pc, the default locks are the mutexes only, even beside rw.
-    let output = locktorture(&[
+    let stdout = run_ok(&[
         "--workload",
         "pc,rw",
         "--threads",
@@ -601,8 +600,5 @@ fn pc_with_an_rwlock_is_rejected() {
         "--format",
         "csv",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-    let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(csv_rows(&stdout).len(), 5 * 2, "{stdout}");
 }
