@@ -176,6 +176,47 @@ impl<T: Send + Sync> LockUnderTest<T> for std::sync::RwLock<T> {
     }
 }
 
+/// Starts a run's workers together, after the clock: each worker waits at a barrier (so that all
+/// are spawned and ready), then until the controller has read the clock and opened the run.
+///
+/// Without the second wait the workers ran as soon as the barrier let them go, while the
+/// controller, released with them, might wait for a core before reading the clock: with 64
+/// readers that never block on 2 cores, seconds of operations fell before the start, and
+/// `ops_per_sec` came out above what 2 cores can do (200 million a second for `hq-rw` at 100 %
+/// reads, against 100 at most).
+struct StartLine {
+    ready: Barrier,
+    open: AtomicBool,
+}
+
+impl StartLine {
+    fn new(workers: usize) -> Self {
+        StartLine {
+            ready: Barrier::new(workers + 1),
+            open: AtomicBool::new(false),
+        }
+    }
+
+    /// A worker: returns once the run is open. Yields while it waits, so that the controller
+    /// gets a core.
+    fn wait(&self) {
+        self.ready.wait();
+        // Relaxed: the flag only starts the clock's run; the data was published by the barrier.
+        while !self.open.load(Ordering::Relaxed) {
+            thread::yield_now();
+        }
+    }
+
+    /// The controller: waits for every worker, reads the clock, opens the run and returns the
+    /// time it opened.
+    fn open(&self) -> Instant {
+        self.ready.wait();
+        let started = Instant::now();
+        self.open.store(true, Ordering::Relaxed);
+        started
+    }
+}
+
 /// The data every lock protects: the workload's state plus the harness's handoff bookkeeping.
 struct Protected<W> {
     /// The thread that held the lock last ([`NO_THREAD`] before the first acquisition).
@@ -283,7 +324,7 @@ where
         workload: W::new(config.threads),
     });
     // The workers and this thread meet here, so all start together.
-    let start = Barrier::new(config.threads + 1);
+    let start = StartLine::new(config.threads);
     // Read by every worker on every iteration and written once: alone on its cache line.
     let stop = crossbeam_utils::CachePadded::new(AtomicBool::new(false));
 
@@ -304,8 +345,7 @@ where
                 })
             })
             .collect();
-        start.wait();
-        let started = Instant::now();
+        let started = start.open();
         thread::sleep(config.duration);
         // Relaxed: the flag carries no data; the counts come back through `join`.
         stop.store(true, Ordering::Relaxed);
@@ -363,7 +403,7 @@ fn worker<L, W>(
     id: usize,
     lock: &L,
     config: &RunConfig,
-    start: &Barrier,
+    start: &StartLine,
     stop: &AtomicBool,
 ) -> ThreadCounts
 where
@@ -559,7 +599,7 @@ fn run_pc<L: CondvarLock<PcQueue>>(config: &RunConfig) -> RunResult {
     });
     let not_empty = L::new_condvar();
     let not_full = L::new_condvar();
-    let start = Barrier::new(config.threads + 1);
+    let start = StartLine::new(config.threads);
     let (elapsed, per_thread) = thread::scope(|scope| {
         let workers: Vec<_> = (0..config.threads)
             .map(|id| {
@@ -578,8 +618,7 @@ fn run_pc<L: CondvarLock<PcQueue>>(config: &RunConfig) -> RunResult {
                 })
             })
             .collect();
-        start.wait();
-        let started = Instant::now();
+        let started = start.open();
         thread::sleep(config.duration);
         // Under the lock, so no waiter can miss it between its check and its wait.
         lock.wait_while_then(&not_full, |_| false, |queue| queue.stop = true);
@@ -638,7 +677,7 @@ fn pc_worker<L: CondvarLock<PcQueue>>(
     not_empty: &L::Condvar,
     not_full: &L::Condvar,
     config: &RunConfig,
-    start: &Barrier,
+    start: &StartLine,
 ) -> ThreadCounts {
     if let Some(nodes) = config.virtual_nodes {
         topology::set_thread_node(Some(id % nodes));
