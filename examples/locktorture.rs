@@ -1,4 +1,6 @@
-//! `locktorture`: McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side.
+//! `locktorture`: McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side,
+//! and the reader-writer locks McsRwLock, CnaRwLock, HqRwLock, parking_lot::RwLock and
+//! std::sync::RwLock.
 //!
 //! For every workload, thread count and run, every chosen lock is hammered for `--duration-ms` by
 //! threads that loop "a few ns of local work, then one critical section". The harness itself
@@ -13,6 +15,7 @@
 //! cargo run --release --example locktorture -- --threads 1,2,4,8,16 --plot throughput.svg
 //! cargo run --release --example locktorture --features stats -- --stats
 //! cargo run --release --example locktorture -- --workload pc --slots 1 --notify all --threads 2,4,8,20
+//! cargo run --release --example locktorture -- --workload rw --read-pct 95 --threads 1,2,8,32
 //! cargo run --release --example locktorture -- --help
 //! ```
 //!
@@ -21,13 +24,21 @@
 //! (`--notify all`: `notify_all` when the queue stops being empty or full; `--notify one`:
 //! `notify_one` after every push and pop), as in parking_lot's WebKit queue tests.
 //!
+//! Workload `rw` is a read-mostly hash table: `--read-pct` of the operations take the shared lock
+//! (`read()`) and check that the entry they read is whole, the others the exclusive one
+//! (`write()`); a mutex takes its only lock for both. The rwlocks (`mcs-rw`, `cna-rw`, `hq-rw`,
+//! `pl-rwlock`, `std-rwlock`) run the other workloads (but `pc`, which needs a condition
+//! variable) through `write()`, and `speedup_vs_pl_rwlock` compares every lock with
+//! `parking_lot::RwLock` as `speedup_vs_parking_lot` does with `parking_lot::Mutex`.
+//!
 //! `--plot FILE.svg` also draws throughput against threads (one line per lock, one chart per
 //! workload); `--stats` (with `--features stats`) adds the p50/p99/max wait and hold times of this
 //! crate's locks from `numa_locks::stats`.
 //!
 //! After every run the harness checks the protected data (the counters equal the number of critical
 //! sections, the free list is intact, the map still holds its keys, every message pushed was
-//! popped or is still queued) and reports a violation of
+//! popped or is still queued, no read of `rw` saw a half-done write and no write was lost) and
+//! reports a violation of
 //! mutual exclusion on stderr; a watchdog reports a lock that does not let the workers stop.
 //!
 //! Results go to stdout, progress and errors to stderr. Exit codes: 0 success, 1 a lock failed
@@ -88,8 +99,13 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
     let total =
         options.workloads.len() * options.threads.len() * options.runs * options.locks.len();
     let estimate = Duration::from_millis(options.duration_ms).as_secs_f64() * total as f64;
+    let reads = if options.workloads.contains(&cli::WorkloadKind::Rw) {
+        format!(", rw reads {}%", options.read_pct)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "locktorture: {total} runs of {} ms, about {estimate:.1} s; {nodes} node(s){}, remote penalty {} ns, stealing {}",
+        "locktorture: {total} runs of {} ms, about {estimate:.1} s; {nodes} node(s){}, remote penalty {} ns, stealing {}{reads}",
         options.duration_ms,
         if options.virtual_nodes.is_some() {
             " (virtual)"
@@ -113,6 +129,7 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
                 remote_penalty: Duration::from_nanos(options.remote_penalty_ns),
                 slots: options.slots,
                 notify_all: options.notify_all,
+                read_pct: options.read_pct,
             };
             // results[i] holds the runs of options.locks[i].
             let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); options.locks.len()];

@@ -10,10 +10,15 @@ mod cli;
 use cli::{assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir};
 
 const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_sec,stddev,\
-                          speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct";
+                          speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct,\
+                          speedup_vs_pl_rwlock";
 
-const ALL_LOCKS: &str = "mcs, cna, hq, parking_lot, std";
-const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer, pc";
+const ALL_LOCKS: &str =
+    "mcs, cna, hq, parking_lot, std, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock";
+const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer, pc, rw";
+/// The mutexes, then the rwlocks: the default `--locks` of `--workload rw`.
+const MUTEXES: [&str; 5] = ["mcs", "cna", "hq", "parking_lot", "std"];
+const RWLOCKS: [&str; 5] = ["mcs-rw", "cna-rw", "hq-rw", "pl-rwlock", "std-rwlock"];
 
 /// The example binary that `cargo test` builds next to the test binaries
 /// (target/<profile>/examples/locktorture), if it exists and is newer than every source it is
@@ -76,6 +81,19 @@ fn locktorture(args: &[&str]) -> Output {
 /// `needles`.
 fn assert_rejected(args: &[&str], needles: &[&str]) {
     assert_rejected_output(args, &locktorture(args), needles);
+}
+
+/// A run that must succeed (exit code 1 and "MUTUAL EXCLUSION VIOLATED" on stderr if a check
+/// after a run failed); returns its stdout.
+fn run_ok(args: &[&str]) -> String {
+    let output = locktorture(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "args {args:?}; stderr:\n{stderr}"
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]
@@ -157,7 +175,7 @@ fn bad_pc_options_are_rejected() {
 #[test]
 fn pc_workload_runs_for_every_lock_and_notify_style() {
     for (slots, notify) in [("1", "all"), ("4", "one")] {
-        let output = locktorture(&[
+        let stdout = run_ok(&[
             "--workload",
             "pc",
             "--slots",
@@ -173,9 +191,6 @@ fn pc_workload_runs_for_every_lock_and_notify_style() {
             "--format",
             "csv",
         ]);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
-        let stdout = String::from_utf8_lossy(&output.stdout);
         let rows: Vec<&str> = stdout.lines().skip(1).collect();
         assert_eq!(rows.len(), 5 * 2, "{stdout}");
         for row in rows {
@@ -224,7 +239,10 @@ fn help_describes_every_option() {
         "--format",
         "--slots",
         "--notify",
+        "--read-pct",
         "remote_handoff_pct",
+        "speedup_vs_pl_rwlock",
+        "pl-rwlock",
     ] {
         assert!(help.contains(option), "--help does not mention {option}");
     }
@@ -255,11 +273,8 @@ fn tiny_run_prints_well_formed_csv() {
     assert_eq!(rows.len(), 5 * 2, "one row per (lock, threads):\n{stdout}");
 
     for row in &rows {
-        assert_eq!(row.len(), 12, "{row:?}");
-        assert!(
-            ["mcs", "cna", "hq", "parking_lot", "std"].contains(&row[0]),
-            "{row:?}"
-        );
+        assert_eq!(row.len(), 13, "{row:?}");
+        assert!(MUTEXES.contains(&row[0]), "{row:?}");
         assert_eq!(row[1], "counter", "{row:?}");
         assert!(["1", "2"].contains(&row[2]), "{row:?}");
         assert_eq!(row[3], "2", "nodes: {row:?}");
@@ -292,6 +307,10 @@ fn tiny_run_prints_well_formed_csv() {
         assert!(
             (0.0..=100.0).contains(&remote),
             "remote_handoff_pct: {row:?}"
+        );
+        assert_eq!(
+            row[12], "",
+            "speedup_vs_pl_rwlock without pl-rwlock: {row:?}"
         );
     }
 }
@@ -408,8 +427,8 @@ fn stats_adds_six_columns_with_the_feature_and_is_an_error_without() {
     let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 5, "{stdout}");
     for row in &rows {
-        assert_eq!(row.len(), 18, "{row:?}");
-        let stats = &row[12..];
+        assert_eq!(row.len(), 19, "{row:?}");
+        let stats = &row[13..];
         if ["parking_lot", "std"].contains(&row[0]) {
             assert!(stats.iter().all(|cell| cell.is_empty()), "{row:?}");
             continue;
@@ -458,4 +477,128 @@ fn plot_writes_an_svg_chart_per_workload() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `--workload rw` with `extra` arguments (CSV, one run of 10 ms each) and returns its
+/// output, after checking the exit code: 1 if a read saw a half-done write or a write was lost.
+fn rw_rows(extra: &[&str]) -> String {
+    let mut args = vec![
+        "--workload",
+        "rw",
+        "--duration-ms",
+        "10",
+        "--runs",
+        "1",
+        "--format",
+        "csv",
+    ];
+    args.extend(extra);
+    run_ok(&args)
+}
+
+/// Workload `rw` runs for every lock (by default the mutexes and the rwlocks), at 1 and several
+/// threads and at the read shares' edges (no write at 100, no read at 0), and its checks hold.
+#[test]
+fn rw_workload_runs_for_every_lock_and_read_share() {
+    for read_pct in ["0", "95", "100"] {
+        let stdout = rw_rows(&["--read-pct", read_pct, "--threads", "1,4"]);
+        assert_eq!(stdout.lines().next(), Some(CSV_HEADER));
+        let rows = csv_rows(&stdout);
+        let locks: Vec<&str> = MUTEXES.iter().chain(&RWLOCKS).copied().collect();
+        assert_eq!(rows.len(), locks.len() * 2, "{stdout}");
+        for (row, lock) in rows.iter().zip(locks.iter().cycle()) {
+            assert_eq!((row[0], row[1]), (*lock, "rw"), "{stdout}");
+            assert!(number(row, 6) >= 0.0, "ops_per_sec: {row:?}");
+            // Both baselines ran: every row has both ratios (NaN if a baseline did nothing).
+            assert_ne!(row[8], "", "speedup_vs_parking_lot: {row:?}");
+            assert_ne!(row[12], "", "speedup_vs_pl_rwlock: {row:?}");
+        }
+        let baseline = rows.iter().find(|row| row[0] == "pl-rwlock").unwrap();
+        assert!(
+            ["1.000", "NaN"].contains(&baseline[12]),
+            "pl-rwlock against itself: {baseline:?}"
+        );
+    }
+}
+
+/// The rwlocks run the mutex workloads through `write()`, with the workloads' own checks.
+#[test]
+fn rwlocks_run_the_mutex_workloads_through_write() {
+    let stdout = run_ok(&[
+        "--locks",
+        "cna-rw,pl-rwlock,std-rwlock",
+        "--workload",
+        "counter,freelist",
+        "--duration-ms",
+        "10",
+        "--runs",
+        "1",
+        "--threads",
+        "3",
+        "--format",
+        "csv",
+    ]);
+    let rows = csv_rows(&stdout);
+    assert_eq!(rows.len(), 3 * 2, "{stdout}");
+    for row in rows {
+        // No parking_lot::Mutex in this run: only the rwlock ratio.
+        assert_eq!(row[8], "", "{row:?}");
+        assert_ne!(row[12], "", "{row:?}");
+    }
+}
+
+/// 64 threads on a machine with far fewer cores: every lock lets them all stop (the watchdog
+/// fails the run with exit code 1 after 10 s otherwise); the test's own bound is generous.
+#[test]
+fn rw_with_64_oversubscribed_threads_finishes() {
+    let started = std::time::Instant::now();
+    for read_pct in ["50", "95"] {
+        rw_rows(&["--read-pct", read_pct, "--threads", "64"]);
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(300),
+        "64 threads took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn bad_read_pct_is_rejected() {
+    for bad in ["101", "-1", "ninety", "5.5", ""] {
+        assert_rejected(
+            &["--workload", "rw", "--read-pct", bad],
+            &[&format!("'{bad}'"), "--read-pct", "0 to 100"],
+        );
+    }
+    assert_rejected(
+        &["--read-pct"],
+        &["--read-pct", "needs a value", "0 to 100"],
+    );
+}
+
+#[test]
+fn pc_with_an_rwlock_is_rejected() {
+    assert_rejected(
+        &["--workload", "pc", "--threads", "2", "--locks", "cna,hq-rw"],
+        &[
+            "--workload pc",
+            "condition variable",
+            "'hq-rw'",
+            "mcs, cna, hq",
+        ],
+    );
+    // With pc, the default locks are the mutexes only, even beside rw.
+    let stdout = run_ok(&[
+        "--workload",
+        "pc,rw",
+        "--threads",
+        "2",
+        "--duration-ms",
+        "5",
+        "--runs",
+        "1",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv_rows(&stdout).len(), 5 * 2, "{stdout}");
 }

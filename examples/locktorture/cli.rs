@@ -17,7 +17,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 pub use crate::common::cli::Format;
 use crate::common::cli::{List, allowed_names, find_named, parse_unique, split_list};
 
-/// The lock implementations the harness knows, in their default order.
+/// The lock implementations the harness knows: the mutexes, then the rwlocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockKind {
     /// `numa_locks::McsMutex`.
@@ -26,17 +26,51 @@ pub enum LockKind {
     Cna,
     /// `numa_locks::HqMutex`.
     Hq,
-    /// `parking_lot::Mutex`, the baseline for the speedup column.
+    /// `parking_lot::Mutex`, the baseline for `speedup_vs_parking_lot`.
     ParkingLot,
     /// `std::sync::Mutex`.
     Std,
+    /// `numa_locks::McsRwLock`.
+    McsRw,
+    /// `numa_locks::CnaRwLock`.
+    CnaRw,
+    /// `numa_locks::HqRwLock`.
+    HqRw,
+    /// `parking_lot::RwLock`, the baseline for `speedup_vs_pl_rwlock`.
+    PlRwLock,
+    /// `std::sync::RwLock`.
+    StdRwLock,
 }
 
 impl LockKind {
-    /// Every lock, in the default order.
-    pub const ALL: [LockKind; 5] = [Self::Mcs, Self::Cna, Self::Hq, Self::ParkingLot, Self::Std];
+    /// The mutexes: the default `--locks`.
+    pub const MUTEXES: [LockKind; 5] =
+        [Self::Mcs, Self::Cna, Self::Hq, Self::ParkingLot, Self::Std];
 
-    /// The name used on the command line and in the output.
+    /// The reader-writer locks: added to the default `--locks` when `--workload` has `rw`.
+    pub const RWLOCKS: [LockKind; 5] = [
+        Self::McsRw,
+        Self::CnaRw,
+        Self::HqRw,
+        Self::PlRwLock,
+        Self::StdRwLock,
+    ];
+
+    /// Every lock, in the order the help lists them.
+    pub const ALL: [LockKind; 10] = [
+        Self::Mcs,
+        Self::Cna,
+        Self::Hq,
+        Self::ParkingLot,
+        Self::Std,
+        Self::McsRw,
+        Self::CnaRw,
+        Self::HqRw,
+        Self::PlRwLock,
+        Self::StdRwLock,
+    ];
+
+    /// The name used on the command line and in the output (numasim's names for the same locks).
     pub fn name(self) -> &'static str {
         match self {
             Self::Mcs => "mcs",
@@ -44,7 +78,17 @@ impl LockKind {
             Self::Hq => "hq",
             Self::ParkingLot => "parking_lot",
             Self::Std => "std",
+            Self::McsRw => "mcs-rw",
+            Self::CnaRw => "cna-rw",
+            Self::HqRw => "hq-rw",
+            Self::PlRwLock => "pl-rwlock",
+            Self::StdRwLock => "std-rwlock",
         }
+    }
+
+    /// Whether this is a reader-writer lock (shared reads in `rw`, `write()` everywhere else).
+    pub fn is_rwlock(self) -> bool {
+        Self::RWLOCKS.contains(&self)
     }
 }
 
@@ -63,17 +107,20 @@ pub enum WorkloadKind {
     Hammer,
     /// Producers and consumers on a bounded queue, with condition variables.
     Pc,
+    /// A read-mostly hash table: `--read-pct` of the operations are reads under the shared lock.
+    Rw,
 }
 
 impl WorkloadKind {
     /// Every workload, in the order the help lists them.
-    pub const ALL: [WorkloadKind; 6] = [
+    pub const ALL: [WorkloadKind; 7] = [
         Self::Empty,
         Self::Counter,
         Self::Kv,
         Self::FreeList,
         Self::Hammer,
         Self::Pc,
+        Self::Rw,
     ];
 
     /// The name used on the command line and in the output.
@@ -85,6 +132,7 @@ impl WorkloadKind {
             Self::FreeList => "freelist",
             Self::Hammer => "hammer",
             Self::Pc => "pc",
+            Self::Rw => "rw",
         }
     }
 }
@@ -119,6 +167,8 @@ pub struct Options {
     /// `pc`: `notify_all` on the empty/full transitions (true), or `notify_one` after every
     /// push and pop (false).
     pub notify_all: bool,
+    /// `rw`: the percentage of operations that are reads, 0..=100.
+    pub read_pct: u64,
 }
 
 /// A bad value: the complete message (naming the value, the option and what is allowed), without
@@ -140,14 +190,16 @@ const MAX_RUNS: u64 = 1000;
 const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
 const MAX_SLOTS: u64 = 1_000_000;
+const MAX_READ_PCT: u64 = 100;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --format, --plot, --stats, --slots, \
-                            --notify, --help";
+                            --notify, --read-pct, --help";
 
 const ABOUT: &str = "\
-locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex side by side
-and report throughput, fairness and cross-node handoffs.
+locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex (and the
+reader-writer locks McsRwLock, CnaRwLock, HqRwLock, parking_lot::RwLock and std::sync::RwLock)
+side by side and report throughput, fairness and cross-node handoffs.
 
 A value may also be given as --option=value.";
 
@@ -167,7 +219,16 @@ WORKLOADS (what one critical section does):
                 std::sync::Condvar, numa_locks' McsCondvar, CnaCondvar, HqCondvar); --notify all
                 calls notify_all when the queue stops being empty or full, --notify one calls
                 notify_one after every push and pop (parking_lot's WebKit queue tests). One
-                operation is one push or one pop; no handoff bookkeeping (remote_handoff_pct 0)
+                operation is one push or one pop; no handoff bookkeeping (remote_handoff_pct 0).
+                Needs a condition variable: not for the rwlocks
+    rw          a read-mostly hash table: 1024 buckets of 4 entries (u64 key, value, and a seal
+                computed from both), keys 0..4096 drawn uniformly; --read-pct of the operations
+                look a key up under the shared lock (read()) and check its seal, the others
+                store a new value and seal under the exclusive lock (write()) and keep a count
+                and a sum of all values. A mutex takes its only lock for both. Handoffs are
+                counted between exclusive acquisitions only (a read leaves no trace)
+    The rwlocks (mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock) run every workload but pc, and
+    all but rw through write() alone: what swapping a Mutex for an RwLock costs.
     Between acquisitions every thread also does a few ns of local work (xorshift PRNG rounds), so the
     lock stays hot.
 
@@ -190,6 +251,10 @@ COLUMNS:
                             with the protected data, identically for every lock; the remote
                             penalty is applied at the same place. Summed over runs; 0 when there
                             were no handoffs (one thread).
+    speedup_vs_pl_rwlock    ops_per_sec / pl-rwlock's (parking_lot::RwLock) ops_per_sec for the
+                            same workload and thread count, measured in this invocation: the
+                            rwlock comparison, as speedup_vs_parking_lot is the mutex one ('-' in
+                            the table and empty in CSV when pl-rwlock is not among --locks)
   With --stats (build with --features stats), after remote_handoff_pct:
     wait_p50_ns, wait_p99_ns, wait_max_ns
                             time from the lock() call to holding the lock, per acquisition, from
@@ -198,8 +263,8 @@ COLUMNS:
                             largest of any run; the whole run, start and stop included
     hold_p50_ns, hold_p99_ns, hold_max_ns
                             time from acquiring to unlocking, likewise
-                            ('-' in the table and empty in CSV for parking_lot and std, which
-                            keep no statistics)
+                            ('-' in the table and empty in CSV for parking_lot, std and the
+                            rwlocks, which keep no statistics)
 
 Progress goes to stderr, results to stdout. Bad input exits with code 2.";
 
@@ -213,10 +278,11 @@ Progress goes to stderr, results to stdout. Bad input exits with code 2.";
     max_term_width = 100
 )]
 struct Args {
-    /// Comma list of locks to run; allowed: mcs, cna, hq, parking_lot, std
-    #[arg(long, value_name = "LIST", default_value = "mcs,cna,hq,parking_lot,std",
-          value_parser = parse_locks, allow_hyphen_values = true)]
-    locks: List<LockKind>,
+    /// Comma list of locks to run; allowed: mcs, cna, hq, parking_lot, std (mutexes), mcs-rw,
+    /// cna-rw, hq-rw, pl-rwlock, std-rwlock (rwlocks: see WORKLOADS). Default: the mutexes, and
+    /// the rwlocks too when --workload has rw (and not pc)
+    #[arg(long, value_name = "LIST", value_parser = parse_locks, allow_hyphen_values = true)]
+    locks: Option<List<LockKind>>,
 
     /// Comma list of thread counts, each 1..=1024
     #[arg(long, value_name = "LIST", default_value = "1,2,4,8",
@@ -233,7 +299,7 @@ struct Args {
           value_parser = parse_runs, allow_hyphen_values = true)]
     runs: usize,
 
-    /// Comma list of critical sections; allowed: empty, counter, kv, freelist, hammer, pc
+    /// Comma list of critical sections; allowed: empty, counter, kv, freelist, hammer, pc, rw
     /// (see WORKLOADS)
     #[arg(long, value_name = "LIST", default_value = "counter",
           value_parser = parse_workloads, allow_hyphen_values = true)]
@@ -284,6 +350,12 @@ struct Args {
     #[arg(long, value_name = "one|all", default_value = "all", action = clap::ArgAction::Set,
           value_parser = parse_notify, allow_hyphen_values = true)]
     notify: bool,
+
+    /// Workload rw: the percentage of operations that are reads (under the shared lock),
+    /// 0..=100
+    #[arg(long, value_name = "P", default_value = "95",
+          value_parser = parse_read_pct, allow_hyphen_values = true)]
+    read_pct: u64,
 }
 
 /// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
@@ -304,16 +376,30 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
              --features stats -- --stats",
         ));
     }
-    if args.workload.0.contains(&WorkloadKind::Pc)
-        && let Some(&one) = args.threads.0.iter().find(|&&n| n < 2)
-    {
+    let has_pc = args.workload.0.contains(&WorkloadKind::Pc);
+    if has_pc && let Some(&one) = args.threads.0.iter().find(|&&n| n < 2) {
         return Err(report(&format!(
             "--workload pc needs at least 2 threads (a producer and a consumer), but --threads \
              has {one}"
         )));
     }
+    let locks = match args.locks {
+        Some(List(locks)) => locks,
+        None if args.workload.0.contains(&WorkloadKind::Rw) && !has_pc => {
+            [LockKind::MUTEXES, LockKind::RWLOCKS].concat()
+        }
+        None => LockKind::MUTEXES.to_vec(),
+    };
+    if has_pc && let Some(rwlock) = locks.iter().find(|lock| lock.is_rwlock()) {
+        return Err(report(&format!(
+            "--workload pc needs a condition variable, which the rwlock '{}' in --locks does not \
+             have; run pc with the mutexes ({}) only",
+            rwlock.name(),
+            allowed_names(&LockKind::MUTEXES, LockKind::name)
+        )));
+    }
     Ok(Options {
-        locks: args.locks.0,
+        locks,
         threads: args.threads.0,
         duration_ms: args.duration_ms,
         runs: args.runs,
@@ -326,6 +412,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
         stats: args.stats,
         slots: args.slots,
         notify_all: args.notify,
+        read_pct: args.read_pct,
     })
 }
 
@@ -380,10 +467,14 @@ fn describe(error: &clap::Error) -> String {
 /// What a valid value of `flag` looks like, for error messages.
 fn expected_value(flag: &str) -> String {
     match flag {
-        "--locks" => "a comma list; allowed: mcs, cna, hq, parking_lot, std".to_string(),
-        "--workload" => {
-            "a comma list; allowed: empty, counter, kv, freelist, hammer, pc".to_string()
-        }
+        "--locks" => format!(
+            "a comma list; allowed: {}",
+            allowed_names(&LockKind::ALL, LockKind::name)
+        ),
+        "--workload" => format!(
+            "a comma list; allowed: {}",
+            allowed_names(&WorkloadKind::ALL, WorkloadKind::name)
+        ),
         "--threads" => {
             format!("a comma list of integers from 1 to {MAX_THREADS}, e.g. 1,2,4,8")
         }
@@ -396,6 +487,7 @@ fn expected_value(flag: &str) -> String {
         "--plot" => "a file name, e.g. throughput.svg".to_string(),
         "--slots" => format!("an integer from 1 to {MAX_SLOTS}"),
         "--notify" => "allowed: one, all".to_string(),
+        "--read-pct" => format!("an integer from 0 to {MAX_READ_PCT} (percent of reads)"),
         _ => String::new(),
     }
 }
@@ -501,6 +593,10 @@ fn parse_stealing(value: &str) -> Result<bool, CliError> {
 
 fn parse_slots(value: &str) -> Result<usize, CliError> {
     parse_number("--slots", value, 1, MAX_SLOTS).map(to_usize)
+}
+
+fn parse_read_pct(value: &str) -> Result<u64, CliError> {
+    parse_number("--read-pct", value, 0, MAX_READ_PCT)
 }
 
 fn parse_notify(value: &str) -> Result<bool, CliError> {

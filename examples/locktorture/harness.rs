@@ -1,13 +1,15 @@
 //! One timed run: spawn the threads, start them together, let them hammer one lock, stop them.
 //!
-//! The handoff bookkeeping and the remote penalty live here, inside every critical section, so
-//! every lock (ours, `parking_lot` and `std`) is measured by exactly the same code.
+//! The handoff bookkeeping and the remote penalty live here, inside every exclusive critical
+//! section, so every lock (ours, `parking_lot` and `std`) is measured by exactly the same code.
+//! So does the read/write mix of workload `rw`: a mutex takes its only lock for a read, an
+//! rwlock its shared lock.
 
 use crate::cli::{LockKind, WorkloadKind};
-use crate::workload::{Counter, Empty, FreeList, Hammer, Kv, Workload, rng_for_worker};
+use crate::workload::{Counter, Empty, FreeList, Hammer, Kv, Rw, Workload, rng_for_worker};
 use numa_locks::raw::{RawCna, RawCondvar, RawHq, RawMcs};
 use numa_locks::topology;
-use numa_locks::{CnaMutex, HqMutex, McsMutex};
+use numa_locks::{CnaMutex, CnaRwLock, HqMutex, HqRwLock, McsMutex, McsRwLock};
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,13 +28,21 @@ const LOCAL_WORK_ROUNDS: usize = 4;
 /// `last_thread` before the first acquisition.
 const NO_THREAD: usize = usize::MAX;
 
-/// A mutex the harness can drive: every `lock_api` mutex and `std::sync::Mutex`.
+/// A lock the harness can drive: every `lock_api` mutex and rwlock, `std::sync::Mutex` and
+/// `std::sync::RwLock`.
 pub trait LockUnderTest<T>: Sync {
-    /// A new unlocked mutex protecting `data`.
+    /// A new unlocked lock protecting `data`.
     fn new(data: T) -> Self;
 
-    /// Runs `critical_section` with the lock held.
+    /// Runs `critical_section` with the lock held exclusively (an rwlock's `write()`).
     fn with_lock<R>(&self, critical_section: impl FnOnce(&mut T) -> R) -> R;
+
+    /// Runs `read_section` with the lock held shared (an rwlock's `read()`); a mutex takes its
+    /// only lock.
+    #[inline]
+    fn with_read_lock<R>(&self, read_section: impl FnOnce(&T) -> R) -> R {
+        self.with_lock(|data| read_section(data))
+    }
 
     /// The lock's wait and hold statistics (this crate's locks, feature `stats`), once the run
     /// is over; `None` for locks that keep none.
@@ -121,6 +131,92 @@ impl<T: Send> LockUnderTest<T> for std::sync::Mutex<T> {
     }
 }
 
+impl<R, T> LockUnderTest<T> for lock_api::RwLock<R, T>
+where
+    R: lock_api::RawRwLock + Send + Sync,
+    T: Send + Sync,
+{
+    fn new(data: T) -> Self {
+        lock_api::RwLock::new(data)
+    }
+
+    #[inline]
+    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+        critical_section(&mut self.write())
+    }
+
+    #[inline]
+    fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
+        read_section(&self.read())
+    }
+
+    fn into_data(self) -> T {
+        self.into_inner()
+    }
+}
+
+impl<T: Send + Sync> LockUnderTest<T> for std::sync::RwLock<T> {
+    fn new(data: T) -> Self {
+        std::sync::RwLock::new(data)
+    }
+
+    #[inline]
+    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+        // As for std::sync::Mutex: poisoning adds nothing to a failed run.
+        critical_section(&mut self.write().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    #[inline]
+    fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
+        read_section(&self.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn into_data(self) -> T {
+        self.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Starts a run's workers together, after the clock: each worker waits at a barrier (so that all
+/// are spawned and ready), then until the controller has read the clock and opened the run.
+///
+/// Without the second wait the workers ran as soon as the barrier let them go, while the
+/// controller, released with them, might wait for a core before reading the clock: with 64
+/// readers that never block on 2 cores, seconds of operations fell before the start, and
+/// `ops_per_sec` came out above what 2 cores can do (200 million a second for `hq-rw` at 100 %
+/// reads, against 100 at most).
+struct StartLine {
+    ready: Barrier,
+    open: AtomicBool,
+}
+
+impl StartLine {
+    fn new(workers: usize) -> Self {
+        StartLine {
+            ready: Barrier::new(workers + 1),
+            open: AtomicBool::new(false),
+        }
+    }
+
+    /// A worker: returns once the run is open. Yields while it waits, so that the controller
+    /// gets a core.
+    fn wait(&self) {
+        self.ready.wait();
+        // Relaxed: the flag only starts the clock's run; the data was published by the barrier.
+        while !self.open.load(Ordering::Relaxed) {
+            thread::yield_now();
+        }
+    }
+
+    /// The controller: waits for every worker, reads the clock, opens the run and returns the
+    /// time it opened.
+    fn open(&self) -> Instant {
+        self.ready.wait();
+        let started = Instant::now();
+        self.open.store(true, Ordering::Relaxed);
+        started
+    }
+}
+
 /// The data every lock protects: the workload's state plus the harness's handoff bookkeeping.
 struct Protected<W> {
     /// The thread that held the lock last ([`NO_THREAD`] before the first acquisition).
@@ -145,13 +241,17 @@ pub struct RunConfig {
     pub slots: usize,
     /// Workload `pc`: `notify_all` on the empty/full transitions, or `notify_one` always.
     pub notify_all: bool,
+    /// Workloads with reads (`rw`): the percentage of operations that read, 0..=100.
+    pub read_pct: u64,
 }
 
 /// What one worker counted.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadCounts {
-    /// Critical sections completed.
+    /// Critical sections completed, reads included.
     pub ops: u64,
+    /// Of `ops`, the reads (under the shared lock; workload `rw`).
+    pub reads: u64,
     /// Acquisitions whose previous holder was another thread.
     pub handoffs: u64,
     /// Handoffs whose previous holder was on another node.
@@ -180,12 +280,19 @@ pub fn run_once(lock: LockKind, workload: WorkloadKind, config: &RunConfig) -> R
         WorkloadKind::Kv => run_workload::<Kv>(lock, config),
         WorkloadKind::FreeList => run_workload::<FreeList>(lock, config),
         WorkloadKind::Hammer => run_workload::<Hammer>(lock, config),
+        WorkloadKind::Rw => run_workload::<Rw>(lock, config),
         WorkloadKind::Pc => match lock {
             LockKind::Mcs => run_pc::<McsMutex<PcQueue>>(config),
             LockKind::Cna => run_pc::<CnaMutex<PcQueue>>(config),
             LockKind::Hq => run_pc::<HqMutex<PcQueue>>(config),
             LockKind::ParkingLot => run_pc::<parking_lot::Mutex<PcQueue>>(config),
             LockKind::Std => run_pc::<std::sync::Mutex<PcQueue>>(config),
+            // The command line refuses pc with an rwlock (no condition variable).
+            LockKind::McsRw
+            | LockKind::CnaRw
+            | LockKind::HqRw
+            | LockKind::PlRwLock
+            | LockKind::StdRwLock => unreachable!("pc with the rwlock {}", lock.name()),
         },
     }
 }
@@ -197,6 +304,11 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> RunResult {
         LockKind::Hq => run::<HqMutex<Protected<W>>, W>(config),
         LockKind::ParkingLot => run::<parking_lot::Mutex<Protected<W>>, W>(config),
         LockKind::Std => run::<std::sync::Mutex<Protected<W>>, W>(config),
+        LockKind::McsRw => run::<McsRwLock<Protected<W>>, W>(config),
+        LockKind::CnaRw => run::<CnaRwLock<Protected<W>>, W>(config),
+        LockKind::HqRw => run::<HqRwLock<Protected<W>>, W>(config),
+        LockKind::PlRwLock => run::<parking_lot::RwLock<Protected<W>>, W>(config),
+        LockKind::StdRwLock => run::<std::sync::RwLock<Protected<W>>, W>(config),
     }
 }
 
@@ -212,7 +324,7 @@ where
         workload: W::new(config.threads),
     });
     // The workers and this thread meet here, so all start together.
-    let start = Barrier::new(config.threads + 1);
+    let start = StartLine::new(config.threads);
     // Read by every worker on every iteration and written once: alone on its cache line.
     let stop = crossbeam_utils::CachePadded::new(AtomicBool::new(false));
 
@@ -233,8 +345,7 @@ where
                 })
             })
             .collect();
-        start.wait();
-        let started = Instant::now();
+        let started = start.open();
         thread::sleep(config.duration);
         // Relaxed: the flag carries no data; the counts come back through `join`.
         stop.store(true, Ordering::Relaxed);
@@ -252,9 +363,12 @@ where
         let _ = joined.send(());
         (elapsed, per_thread)
     });
-    let ops = per_thread.iter().map(|counts| counts.ops).sum();
+    let exclusive_ops = per_thread
+        .iter()
+        .map(|counts| counts.ops - counts.reads)
+        .sum();
     let stats = lock.stats();
-    let violation = lock.into_data().workload.check(ops).err();
+    let violation = lock.into_data().workload.check(exclusive_ops).err();
     RunResult {
         elapsed,
         per_thread,
@@ -289,7 +403,7 @@ fn worker<L, W>(
     id: usize,
     lock: &L,
     config: &RunConfig,
-    start: &Barrier,
+    start: &StartLine,
     stop: &AtomicBool,
 ) -> ThreadCounts
 where
@@ -302,6 +416,7 @@ where
         topology::set_thread_node(virtual_node);
     }
     let penalty = config.remote_penalty;
+    let read_pct = config.read_pct;
     let mut rng = rng_for_worker(id as u64);
     let mut local = W::Local::default();
     let mut counts = ThreadCounts::default();
@@ -313,6 +428,14 @@ where
             rng.next_u64();
         }
         let input = W::prepare(&mut rng);
+        // `HAS_READS` is a constant: the other workloads draw nothing here.
+        if W::HAS_READS && rng.next_u64() % 100 < read_pct {
+            // A read leaves no trace in the handoff bookkeeping: it cannot write the data.
+            lock.with_read_lock(|protected| protected.workload.read_section(input));
+            counts.ops += 1;
+            counts.reads += 1;
+            continue;
+        }
         // Without virtual nodes: the node this thread runs on just before it asks for the lock.
         let node = virtual_node.unwrap_or_else(topology::current_node);
         lock.with_lock(|protected| {
@@ -476,7 +599,7 @@ fn run_pc<L: CondvarLock<PcQueue>>(config: &RunConfig) -> RunResult {
     });
     let not_empty = L::new_condvar();
     let not_full = L::new_condvar();
-    let start = Barrier::new(config.threads + 1);
+    let start = StartLine::new(config.threads);
     let (elapsed, per_thread) = thread::scope(|scope| {
         let workers: Vec<_> = (0..config.threads)
             .map(|id| {
@@ -495,8 +618,7 @@ fn run_pc<L: CondvarLock<PcQueue>>(config: &RunConfig) -> RunResult {
                 })
             })
             .collect();
-        start.wait();
-        let started = Instant::now();
+        let started = start.open();
         thread::sleep(config.duration);
         // Under the lock, so no waiter can miss it between its check and its wait.
         lock.wait_while_then(&not_full, |_| false, |queue| queue.stop = true);
@@ -555,7 +677,7 @@ fn pc_worker<L: CondvarLock<PcQueue>>(
     not_empty: &L::Condvar,
     not_full: &L::Condvar,
     config: &RunConfig,
-    start: &Barrier,
+    start: &StartLine,
 ) -> ThreadCounts {
     if let Some(nodes) = config.virtual_nodes {
         topology::set_thread_node(Some(id % nodes));

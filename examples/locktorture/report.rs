@@ -8,7 +8,9 @@ use crate::common::report::{fairness, remote_handoff_pct, speedups};
 use crate::harness::{RunResult, WaitHold};
 
 /// The CSV header, also the table's column names.
-pub const COLUMNS: [&str; 12] = [
+///
+/// `speedup_vs_pl_rwlock` came last, after the columns scripts already read by position.
+pub const COLUMNS: [&str; 13] = [
     "lock",
     "workload",
     "threads",
@@ -21,6 +23,7 @@ pub const COLUMNS: [&str; 12] = [
     "fairness_factor",
     "max_min",
     "remote_handoff_pct",
+    "speedup_vs_pl_rwlock",
 ];
 
 /// The columns `--stats` appends.
@@ -48,6 +51,8 @@ pub struct Row {
     pub stddev: f64,
     /// `ops_per_sec` over parking_lot's, when parking_lot ran.
     pub speedup: Option<f64>,
+    /// `ops_per_sec` over parking_lot::RwLock's (`pl-rwlock`), when it ran.
+    pub speedup_vs_pl_rwlock: Option<f64>,
     /// Mean over runs of the busiest half's share of the ops.
     pub fairness_factor: f64,
     /// Mean over runs of max/min per-thread ops (infinite when a thread did nothing).
@@ -105,6 +110,7 @@ pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
         ops_per_sec,
         stddev,
         speedup: None,
+        speedup_vs_pl_rwlock: None,
         fairness_factor,
         max_min,
         remote_handoff_pct,
@@ -132,17 +138,22 @@ fn combine_stats(runs: &[RunResult]) -> Option<WaitHold> {
     })
 }
 
-/// Sets every row's speedup against the parking_lot row of the same workload and thread count.
+/// Sets every row's speedups against the parking_lot row and the pl-rwlock row of the same
+/// workload and thread count.
 pub fn fill_speedups(rows: &mut [Row]) {
-    let speedups = speedups(rows.iter().map(|row| {
-        (
-            row.lock == "parking_lot",
-            (row.workload, row.threads),
-            row.ops_per_sec,
-        )
-    }));
-    for (row, speedup) in rows.iter_mut().zip(speedups) {
+    let against = |baseline: &str| {
+        speedups(rows.iter().map(|row| {
+            (
+                row.lock == baseline,
+                (row.workload, row.threads),
+                row.ops_per_sec,
+            )
+        }))
+    };
+    let (vs_mutex, vs_rwlock) = (against("parking_lot"), against("pl-rwlock"));
+    for ((row, speedup), rw_speedup) in rows.iter_mut().zip(vs_mutex).zip(vs_rwlock) {
         row.speedup = speedup;
+        row.speedup_vs_pl_rwlock = rw_speedup;
     }
 }
 
@@ -173,6 +184,8 @@ fn header(stats: bool) -> Vec<&'static str> {
 /// The row's cells, formatted; `missing` stands for an absent speedup or statistic. With `stats`,
 /// the six statistics columns follow.
 fn cells(row: &Row, missing: &str, stats: bool) -> Vec<String> {
+    let speedup =
+        |speedup: Option<f64>| speedup.map_or_else(|| missing.to_string(), |s| format!("{s:.3}"));
     let mut cells = vec![
         row.lock.to_string(),
         row.workload.to_string(),
@@ -182,11 +195,11 @@ fn cells(row: &Row, missing: &str, stats: bool) -> Vec<String> {
         row.runs.to_string(),
         format!("{:.0}", row.ops_per_sec),
         format!("{:.0}", row.stddev),
-        row.speedup
-            .map_or_else(|| missing.to_string(), |s| format!("{s:.3}")),
+        speedup(row.speedup),
         format!("{:.4}", row.fairness_factor),
         format!("{:.3}", row.max_min),
         format!("{:.2}", row.remote_handoff_pct),
+        speedup(row.speedup_vs_pl_rwlock),
     ];
     if stats {
         match row.stats {

@@ -20,7 +20,7 @@ pub fn rng_for_worker(id: u64) -> XorShift {
 }
 
 /// The protected state of one workload and the operation a critical section performs on it.
-pub trait Workload: Send + 'static {
+pub trait Workload: Send + Sync + 'static {
     /// Everything random the operation needs, drawn outside the critical section.
     type Input: Copy;
     /// Per-thread state carried from one critical section to the next.
@@ -32,12 +32,21 @@ pub trait Workload: Send + 'static {
     /// Draws the input of the next operation (runs outside the lock).
     fn prepare(rng: &mut XorShift) -> Self::Input;
 
-    /// The operation (runs inside the lock).
+    /// The operation (runs inside the lock; under an rwlock, its exclusive lock).
     fn critical_section(&mut self, input: Self::Input, local: &mut Self::Local);
 
-    /// After a run of `ops` critical sections: whether the state is what mutual exclusion
-    /// guarantees (the harness's own correctness check of the lock). The message says what is wrong.
-    fn check(&self, ops: u64) -> Result<(), String>;
+    /// Whether the workload also has a read-only operation, [`Workload::read_section`]: then
+    /// the harness runs it for `--read-pct` of the operations, under the shared lock.
+    const HAS_READS: bool = false;
+
+    /// The read-only operation (runs under an rwlock's shared lock, or a mutex's only lock).
+    /// A read that finds the data half-written must make [`Workload::check`] fail.
+    fn read_section(&self, _input: Self::Input) {}
+
+    /// After a run of `exclusive_ops` critical sections under the exclusive lock (and any
+    /// number of reads): whether the state is what mutual exclusion guarantees (the harness's
+    /// own correctness check of the lock). The message says what is wrong.
+    fn check(&self, exclusive_ops: u64) -> Result<(), String>;
 }
 
 /// `empty`: the critical section does nothing beyond the harness's handoff bookkeeping.
@@ -275,5 +284,160 @@ impl Workload for FreeList {
         check_free_list(self.head, self.free, self.blocks.len(), |block| {
             self.blocks[block as usize].next
         })
+    }
+}
+
+/// `rw`'s buckets.
+const RW_BUCKETS: usize = 1024;
+/// Entries per `rw` bucket: the keys `0..RW_BUCKETS * RW_BUCKET_ENTRIES` fill every bucket.
+const RW_BUCKET_ENTRIES: usize = 4;
+/// `rw`'s keys: `0..RW_KEYS`.
+const RW_KEYS: u64 = (RW_BUCKETS * RW_BUCKET_ENTRIES) as u64;
+
+/// One `rw` entry: a key, its value, and the seal of both. A write stores the value, then
+/// (after the table's sum) the seal: a read that overlaps it finds a seal that does not match.
+#[derive(Clone, Copy)]
+struct RwEntry {
+    key: u64,
+    value: u64,
+    seal: u64,
+}
+
+/// The seal of `key` holding `value`: any change to either changes it.
+fn rw_seal(key: u64, value: u64) -> u64 {
+    (value ^ key.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .rotate_left(23)
+        .wrapping_mul(0xD6E8_FEB8_6659_FD93)
+}
+
+/// `rw`: a read-mostly hash table of [`RW_BUCKETS`] buckets, each holding [`RW_BUCKET_ENTRIES`]
+/// entries; key `k` lives in bucket `k % RW_BUCKETS`. A read looks a key up and checks its seal
+/// (shared lock); a write stores a new value and seal, and updates the table's write count and
+/// the sum of its values (exclusive lock).
+pub struct Rw {
+    buckets: Vec<[RwEntry; RW_BUCKET_ENTRIES]>,
+    /// Writes done (a plain increment: two writers inside at once lose one).
+    writes: u64,
+    /// The wrapping sum of every entry's value, kept by the writes.
+    value_sum: u64,
+    /// Reads that found a key missing or an entry's seal broken: a write was half done (or two
+    /// were interleaved). An atomic, because readers hold only the shared lock; it stays 0
+    /// unless exclusion is broken, so it costs nothing otherwise.
+    torn_reads: std::sync::atomic::AtomicU64,
+}
+
+/// One `rw` operation on `key`: a write stores `value`; a read ignores it.
+#[derive(Clone, Copy)]
+pub struct RwOp {
+    key: u64,
+    value: u64,
+}
+
+impl Rw {
+    /// The entry of `key` (every key in `0..RW_KEYS` is present).
+    #[inline]
+    fn find(&self, key: u64) -> Option<&RwEntry> {
+        self.buckets[(key % RW_BUCKETS as u64) as usize]
+            .iter()
+            .find(|entry| entry.key == key)
+    }
+}
+
+impl Workload for Rw {
+    type Input = RwOp;
+    type Local = ();
+    const HAS_READS: bool = true;
+
+    fn new(_threads: usize) -> Self {
+        let buckets = (0..RW_BUCKETS as u64)
+            .map(|bucket| {
+                std::array::from_fn(|slot| {
+                    let key = bucket + (slot * RW_BUCKETS) as u64;
+                    RwEntry {
+                        key,
+                        value: key,
+                        seal: rw_seal(key, key),
+                    }
+                })
+            })
+            .collect();
+        Rw {
+            buckets,
+            writes: 0,
+            value_sum: (0..RW_KEYS).fold(0, u64::wrapping_add),
+            torn_reads: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// A uniform key; the value a write would store.
+    fn prepare(rng: &mut XorShift) -> RwOp {
+        let r = rng.next_u64();
+        RwOp {
+            key: r % RW_KEYS,
+            value: r >> 12,
+        }
+    }
+
+    #[inline]
+    fn critical_section(&mut self, op: RwOp, _local: &mut ()) {
+        let bucket = &mut self.buckets[(op.key % RW_BUCKETS as u64) as usize];
+        let Some(entry) = bucket.iter_mut().find(|entry| entry.key == op.key) else {
+            // A missing key is a torn table; `check` reports it.
+            *self.torn_reads.get_mut() += 1;
+            return;
+        };
+        let old = entry.value;
+        entry.value = op.value;
+        self.value_sum = self.value_sum.wrapping_sub(old).wrapping_add(op.value);
+        entry.seal = rw_seal(op.key, op.value);
+        self.writes += 1;
+    }
+
+    #[inline]
+    fn read_section(&self, op: RwOp) {
+        let intact = self
+            .find(op.key)
+            .is_some_and(|entry| black_box(entry.seal) == rw_seal(entry.key, entry.value));
+        if !intact {
+            // Relaxed: a count read after the threads are joined.
+            self.torn_reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// No read found a half-done write, no write was lost (the count equals the exclusive
+    /// sections, the sum equals the values'), and every entry is sealed.
+    fn check(&self, exclusive_ops: u64) -> Result<(), String> {
+        let torn = self.torn_reads.load(std::sync::atomic::Ordering::Relaxed);
+        if torn != 0 {
+            return Err(format!(
+                "{torn} operation(s) found an entry half written (a read overlapped a write)"
+            ));
+        }
+        if self.writes != exclusive_ops {
+            return Err(format!(
+                "the table counted {} writes, but {exclusive_ops} ran under the exclusive lock \
+                 (lost updates)",
+                self.writes
+            ));
+        }
+        let entries = self.buckets.iter().flatten();
+        if let Some(entry) = entries
+            .clone()
+            .find(|entry| entry.seal != rw_seal(entry.key, entry.value))
+        {
+            return Err(format!(
+                "key {} holds value {} under a seal that does not match (a torn write)",
+                entry.key, entry.value
+            ));
+        }
+        let sum = entries.fold(0, |sum: u64, entry| sum.wrapping_add(entry.value));
+        if sum != self.value_sum {
+            return Err(format!(
+                "the values sum to {sum}, but the writes kept {} (lost or interleaved writes)",
+                self.value_sum
+            ));
+        }
+        Ok(())
     }
 }
