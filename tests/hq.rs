@@ -360,7 +360,8 @@ fn garbage_node_ids_keep_mutual_exclusion() {
                         };
                         topology::set_thread_node(Some(node));
                         topology::set_thread_domain(
-                            (rng % 3 != 0).then_some(node.rotate_left(7) ^ (rng >> 20) as usize),
+                            (!rng.is_multiple_of(3))
+                                .then_some(node.rotate_left(7) ^ (rng >> 20) as usize),
                         );
                         let _g = lock.lock();
                         assert!(
