@@ -1172,7 +1172,10 @@ impl<M: WriterLock> Inflated<M> {
     /// Waits (spin, then sleep on `drain`) until no reader is inside, then (recursive locks
     /// only) sets `HELD`.
     fn drain(&self, deadline: Option<u64>) -> bool {
-        let mut budget = SpinBudget::with_backoff(deadline);
+        // Made at the first reader found inside, not before the first look: making it reads the
+        // clock, and most writers of a contended lock find no reader (locktorture `rw` at 0 %
+        // reads on 2 cores: the clock read was 39 % of the profile's samples).
+        let mut budget: Option<SpinBudget> = None;
         loop {
             // SeqCst: read before the slots; a reader that leaves after our slot loads bumps
             // `drain` after its decrement, so `seq` differs from `seen` and we do not sleep
@@ -1215,7 +1218,10 @@ impl<M: WriterLock> Inflated<M> {
                 }
                 continue;
             }
-            if budget.spin() {
+            if budget
+                .get_or_insert_with(|| SpinBudget::with_backoff(deadline))
+                .spin()
+            {
                 continue;
             }
             if wait::expired(deadline) {
