@@ -383,6 +383,11 @@ struct NodeQueues {
     deferred: CachePadded<AtomicU64>,
     /// The holders' clocks (one line).
     until: CachePadded<Until>,
+    /// Models only: how many times `refine` and `coarsen` switched the local queues, and how
+    /// many arrivals queued in a cache domain's slot (plain std atomics, which loom does not
+    /// schedule), so that a model can show that the switches happen.
+    #[cfg(loom)]
+    switches: [std::sync::atomic::AtomicU32; 3],
 }
 
 /// The line of [`NodeQueues`] only lock holders read and write.
@@ -435,6 +440,8 @@ impl NodeQueues {
                 flat_until: AtomicU64::new(0),
                 refine_after: AtomicU64::new(0),
             }),
+            #[cfg(loom)]
+            switches: Default::default(),
         }
     }
 
@@ -487,6 +494,8 @@ impl NodeQueues {
         // Relaxed: see `Arrivals::coarse`; `refine_after` is the holders' alone.
         let coarsened = a.per_shift > 0 && a.coarse.swap(1, Ordering::Relaxed) == 0;
         if coarsened {
+            #[cfg(loom)]
+            self.switches[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.until.refine_after.store(
                 now_ns().saturating_add(FLAT_FOR_NS).max(1),
                 Ordering::Relaxed,
@@ -511,6 +520,8 @@ impl NodeQueues {
             && now_ns() >= self.until.refine_after.load(Ordering::Relaxed)
         {
             a.coarse.store(0, Ordering::Relaxed);
+            #[cfg(loom)]
+            self.switches[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -643,6 +654,16 @@ impl RawHq {
         lock
     }
 
+    /// Models only: how many times the local queues went per domain (`refine`) and back to per
+    /// node (`coarsen`) so far, and how many arrivals queued in a cache domain's slot.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn domain_switches(&self) -> [u32; 3] {
+        self.queues().map_or([0; 3], |q| {
+            core::array::from_fn(|i| q.switches[i].load(std::sync::atomic::Ordering::Relaxed))
+        })
+    }
+
     /// Releases the lock so that the next handoff goes to the node that has waited longest
     /// (the next entry of the node FIFO), whatever the local count; no arriving thread can
     /// steal it.
@@ -724,6 +745,10 @@ impl RawHq {
             .filter(|queues| queues.is_hierarchical())
             .map(|queues| {
                 let (slot, per_domain) = queues.place_slot(numa);
+                #[cfg(loom)]
+                if per_domain {
+                    queues.switches[2].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 Local {
                     queues,
                     slot,
