@@ -416,7 +416,7 @@ struct Args {
     hq_local_handoffs: Option<u64>,
 
     /// Tunable: consecutive handoffs HQ keeps within a cache domain while its queues serve
-    /// domains (tunables::set_hq_domain_handoffs) [default: 64]
+    /// domains (tunables::set_hq_domain_handoffs) [default: 16]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     hq_domain_handoffs: Option<u64>,
 }
