@@ -70,10 +70,11 @@ pub const DEFAULT_HQ_LOCAL_HANDOFFS: u64 = 64;
 /// --hq-domain-handoffs N`, 10 ms; BENCHMARKS.md "HqMutex: a turn limit per cache domain"),
 /// `epyc9654-2s` `counter` at 96 threads, seed 1: 8 made 3.33 M/s with `wait_p99_us` 96, 16
 /// 3.96 and 141, 24 4.24 and 186, 32 4.40 and 233, 64 (the per-node limit, used for both
-/// before) 4.66 and 417. 16 is the largest that keeps the p99 wait within 200 µs at 32-96
-/// threads on both EPYC presets and every workload, over seeds 1-3, and the fairness factor
-/// within 0.6 (24: 0.62 on `kv`); it keeps 2.3-2.6x `cna-kernel` on `counter` at 64-192
-/// threads and 1.3-1.6x on `kv`.
+/// before) 4.66 and 417. Of those, 16 is the largest that keeps the p99 wait within 200 µs at
+/// 32-96 threads on both EPYC presets and every workload, and the fairness factor within 0.6
+/// (24: p99 239 on `kv`, fairness 0.62), seed 1; seeds 2-3 agree for 16. It keeps 2.3-2.6x
+/// `cna-kernel` on `counter` where the lock runs per domain (64-192 threads on `epyc-2s`,
+/// 96-192 on `epyc9654-2s`) and 1.26-1.59x on `kv` at 64-192 threads.
 pub const DEFAULT_HQ_DOMAIN_HANDOFFS: u64 = 16;
 
 const MAX_SPIN_TIME: Duration = Duration::from_secs(1);
