@@ -61,6 +61,21 @@ pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_micros(25);
 /// handoffs at 32 threads on the X5-4 0.28% (256: fairness up to 0.74; 32: 0.53-0.58, with
 /// up to 7% less throughput on the Kunpeng 920).
 pub const DEFAULT_HQ_LOCAL_HANDOFFS: u64 = 64;
+/// Default number of consecutive handoffs HQ keeps within one cache domain (an L3, AMD's CCX)
+/// while its local queues serve domains rather than nodes: 16.
+///
+/// A waiter's wait grows with the domains whose turns come before its own (up to 23 on a
+/// two-socket EPYC 9654) times their length. Measured in numa_sim (`numasim --machine M
+/// --threads 16,32,64,96,192 --workload counter,kv,lockbench --locks hq,cna-kernel
+/// --hq-domain-handoffs N`, 10 ms; BENCHMARKS.md "HqMutex: a turn limit per cache domain"),
+/// `epyc9654-2s` `counter` at 96 threads, seed 1: 8 made 3.33 M/s with `wait_p99_us` 96, 16
+/// 3.96 and 141, 24 4.24 and 186, 32 4.40 and 233, 64 (the per-node limit, used for both
+/// before) 4.66 and 417. Of those, 16 is the largest that keeps the p99 wait within 200 µs at
+/// 32-96 threads on both EPYC presets and every workload, and the fairness factor within 0.6
+/// (24: p99 239 on `kv`, fairness 0.62), seed 1; seeds 2-3 agree for 16. It keeps 2.3-2.6x
+/// `cna-kernel` on `counter` where the lock runs per domain (64-192 threads on `epyc-2s`,
+/// 96-192 on `epyc9654-2s`) and 1.26-1.59x on `kv` at 64-192 threads.
+pub const DEFAULT_HQ_DOMAIN_HANDOFFS: u64 = 16;
 
 const MAX_SPIN_TIME: Duration = Duration::from_secs(1);
 const MIN_BOUND: Duration = Duration::from_micros(1);
@@ -72,6 +87,7 @@ static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
 static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
+static HQ_DOMAIN_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_DOMAIN_HANDOFFS);
 /// The lockup threshold in ns; 0 = off.
 #[cfg(feature = "lockup")]
 static LOCKUP_THRESHOLD_NS: AtomicU64 = AtomicU64::new(0);
@@ -205,6 +221,40 @@ pub fn hq_local_handoffs() -> u64 {
     HQ_LOCAL_HANDOFFS.load(Relaxed)
 }
 
+/// Sets how many consecutive handoffs HQ keeps within one cache domain before it moves the lock
+/// to the next domain or node (default [`DEFAULT_HQ_DOMAIN_HANDOFFS`]). Allowed: 1 to 16777216.
+///
+/// It applies while a lock's local queues serve cache domains (where NUMA nodes hold several
+/// L3 domains, such as AMD's CCXs, and a node's turns ran to their limit with waiters of the
+/// node left); [`set_hq_local_handoffs`] bounds the turns of per-node queues. On machines with
+/// one cache domain per node it is never read.
+///
+/// ```
+/// use numa_locks::tunables;
+///
+/// tunables::set_hq_domain_handoffs(16).unwrap();
+/// assert_eq!(tunables::hq_domain_handoffs(), 16);
+/// let err = tunables::set_hq_domain_handoffs(0).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid hq_domain_handoffs 0: allowed 1 to 16777216");
+/// # tunables::reset_defaults();
+/// ```
+pub fn set_hq_domain_handoffs(value: u64) -> Result<(), TunableError> {
+    if value == 0 || value > MAX_HQ_LOCAL_HANDOFFS {
+        return Err(TunableError {
+            name: "hq_domain_handoffs",
+            value: value.to_string(),
+            allowed: "1 to 16777216",
+        });
+    }
+    HQ_DOMAIN_HANDOFFS.store(value, Relaxed);
+    Ok(())
+}
+
+/// How many consecutive handoffs HQ keeps within one cache domain.
+pub fn hq_domain_handoffs() -> u64 {
+    HQ_DOMAIN_HANDOFFS.load(Relaxed)
+}
+
 /// Sets the time after which the queue head of a lock that has not been acquired meanwhile
 /// reports a suspected lockup (feature `lockup`; see [`crate::lockup`]). `Duration::ZERO` turns
 /// reports off (the default). Allowed: 0, or 1 ms to 1 hour.
@@ -243,6 +293,7 @@ pub fn reset_defaults() {
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
     HQ_LOCAL_HANDOFFS.store(DEFAULT_HQ_LOCAL_HANDOFFS, Relaxed);
+    HQ_DOMAIN_HANDOFFS.store(DEFAULT_HQ_DOMAIN_HANDOFFS, Relaxed);
     #[cfg(feature = "lockup")]
     LOCKUP_THRESHOLD_NS.store(0, Relaxed);
 }

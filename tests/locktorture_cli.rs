@@ -160,6 +160,28 @@ fn unknown_stealing_value_is_rejected() {
 }
 
 #[test]
+fn bad_hq_domain_handoffs_are_rejected() {
+    // The setter's error names the value and the allowed range.
+    assert_rejected(
+        &["--hq-domain-handoffs", "0"],
+        &[
+            "--hq-domain-handoffs",
+            "0",
+            "hq_domain_handoffs",
+            "1 to 16777216",
+        ],
+    );
+    assert_rejected(
+        &["--hq-domain-handoffs", "16777217"],
+        &["--hq-domain-handoffs", "16777217", "1 to 16777216"],
+    );
+    assert_rejected(
+        &["--hq-domain-handoffs", "-1"],
+        &["'-1'", "--hq-domain-handoffs", "1 to 16777216"],
+    );
+}
+
+#[test]
 fn bad_pc_options_are_rejected() {
     assert_rejected(&["--notify", "some"], &["'some'", "--notify", "one, all"]);
     assert_rejected(&["--slots", "0"], &["'0'", "--slots", "1 to 1000000"]);
@@ -236,6 +258,7 @@ fn help_describes_every_option() {
         "--virtual-nodes",
         "--remote-penalty-ns",
         "--stealing",
+        "--hq-domain-handoffs",
         "--format",
         "--slots",
         "--notify",

@@ -11,6 +11,7 @@ use loom::sync::Arc;
 use loom::thread;
 use numa_locks::raw::RawHq;
 use numa_locks::{loom_clock, topology, tunables};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Bounds the preemptions loom explores, keeping each model within CI time.
 fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
@@ -169,4 +170,101 @@ fn hq_fair_unlock() {
         assert!(lock.0.try_lock(), "a fair unlock left the lock reserved");
         unsafe { lock.0.unlock() };
     });
+}
+
+/// Over the executions of one domain model: how many executions there were, and in how many
+/// the local queues went per domain, went back per node, and an arrival queued in a domain's
+/// slot (plain std atomics: loom runs its executions one at a time).
+static SWITCHES: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+/// Like `contend`, with a virtual node and cache domain per thread (two domains per node): thread
+/// `t` runs at `(node, domain) = (plan[t].0, plan[t].1)` (`domain` machine-wide: node `n` holds
+/// domains `2n` and `2n + 1`) and takes the lock `plan[t].2` times. Turn limits of 1 at both
+/// levels make every turn with a waiter of its slot left end at its limit, so the first such
+/// node turn makes the queues per domain (`refine`), and the next barren turn (a slot's only
+/// waiter hands to another slot) makes them per node again (`coarsen`; the models' lock stays
+/// hierarchical). Checks mutual exclusion, the count and that the lock ends free, and that the
+/// explored executions include both switches; returns in how many of them an arrival queued in
+/// a domain's slot.
+fn domain_model(
+    max_preemptions: usize,
+    stealing: bool,
+    plan: &'static [(usize, usize, usize)],
+) -> usize {
+    tunables::reset_defaults();
+    tunables::set_stealing(stealing).unwrap();
+    tunables::set_hq_local_handoffs(1).unwrap();
+    tunables::set_hq_domain_handoffs(1).unwrap();
+    topology::set_virtual_domains(Some(2)).unwrap();
+    for count in &SWITCHES {
+        count.store(0, Relaxed);
+    }
+    model(max_preemptions, move || contend_in_domains(plan));
+    topology::set_virtual_domains(None).unwrap();
+    let [executions, refined, coarsened, domain_arrivals] =
+        SWITCHES.each_ref().map(|c| c.load(Relaxed));
+    println!(
+        "of {executions} executions, {refined} went per domain, {coarsened} back per node, \
+         {domain_arrivals} had an arrival queue in a domain's slot"
+    );
+    assert!(refined > 0, "the queues never went per domain");
+    assert!(coarsened > 0, "the queues never went back per node");
+    domain_arrivals
+}
+
+fn contend_in_domains(plan: &'static [(usize, usize, usize)]) {
+    loom_clock::reset(0);
+    let lock = Arc::new((RawHq::new_hierarchical(), UnsafeCell::new(0usize)));
+    let run = |lock: &(RawHq, UnsafeCell<usize>), (node, domain, iters): (usize, usize, usize)| {
+        topology::set_thread_node(Some(node));
+        topology::set_thread_domain(Some(domain));
+        for _ in 0..iters {
+            lock.0.lock();
+            lock.1.with_mut(|c| unsafe { *c += 1 });
+            unsafe { lock.0.unlock() };
+        }
+    };
+    let handles: Vec<_> = plan[1..]
+        .iter()
+        .map(|&step| {
+            let lock = lock.clone();
+            thread::spawn(move || run(&lock, step))
+        })
+        .collect();
+    run(&lock, plan[0]);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let total: usize = plan.iter().map(|&(_, _, iters)| iters).sum();
+    assert_eq!(lock.1.with(|c| unsafe { *c }), total);
+    assert!(!lock.0.is_locked());
+    assert!(lock.0.try_lock(), "the lock ends reserved");
+    unsafe { lock.0.unlock() };
+    SWITCHES[0].fetch_add(1, Relaxed);
+    for (count, n) in SWITCHES[1..].iter().zip(lock.0.domain_switches()) {
+        if n > 0 {
+            count.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// The local queues' switch between per node and per cache domain (`Arrivals::coarse`): thread
+/// 0 (node 0, domain 0) comes back behind node 0's representative (thread 1, domain 1: one local
+/// queue with thread 0 while per node) while thread 2 of node 1 waits in the FIFO; thread 1's
+/// turn ends with thread 0 left (`refine`), thread 2's turn is barren (`coarsen`). Thread 1
+/// comes back too, racing with both switches: it reads either value of `coarse`, and queues in
+/// domain 1's slot or node 0's; every waiter leaves through the slot it queued in.
+#[test]
+fn hq_domain_queues_switch() {
+    let domain_arrivals = domain_model(2, false, &[(0, 0, 2), (0, 1, 2), (1, 3, 1)]);
+    assert!(domain_arrivals > 0, "no arrival queued in a domain's slot");
+}
+
+/// The same switches with stealing on: arrivals may take the free lock ahead of the queues,
+/// so turns end and switches happen at other moments. (Within 2 preemptions the thread that
+/// comes back after the switch to per domain steals the lock rather than queue: 0 of 37,672
+/// executions queue in a domain's slot; 3 preemptions take over 4 minutes.)
+#[test]
+fn hq_domain_queues_switch_with_stealing() {
+    domain_model(2, true, &[(0, 0, 2), (0, 1, 2), (1, 3, 1)]);
 }

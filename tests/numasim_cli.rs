@@ -259,6 +259,19 @@ fn tunables_are_validated_by_the_setters() {
         &["--hq-local-handoffs", "0"],
         &["--hq-local-handoffs", "0", "1 to 16777216"],
     );
+    assert_rejected(
+        &["--hq-domain-handoffs", "0"],
+        &[
+            "--hq-domain-handoffs",
+            "0",
+            "hq_domain_handoffs",
+            "1 to 16777216",
+        ],
+    );
+    assert_rejected(
+        &["--hq-domain-handoffs", "16777217"],
+        &["--hq-domain-handoffs", "16777217", "1 to 16777216"],
+    );
     assert_rejected(&["--spin-us", "-1"], &["'-1'", "--spin-us"]);
 }
 
@@ -291,6 +304,7 @@ fn help_explains_locks_workloads_and_columns() {
         "--steal-bound-us",
         "--cna-flush-us",
         "--hq-local-handoffs",
+        "--hq-domain-handoffs",
         "--lockbench-locks",
         "--lockbench-ops",
         "--store-buffers",
@@ -341,6 +355,10 @@ fn help_states_the_crate_defaults() {
         (
             "--hq-local-handoffs",
             u128::from(tunables::DEFAULT_HQ_LOCAL_HANDOFFS),
+        ),
+        (
+            "--hq-domain-handoffs",
+            u128::from(tunables::DEFAULT_HQ_DOMAIN_HANDOFFS),
         ),
     ] {
         let start = help
@@ -605,6 +623,8 @@ fn every_lock_runs_every_workload_and_144_threads() {
         "20",
         "--hq-local-handoffs",
         "4",
+        "--hq-domain-handoffs",
+        "2",
         "--ttas-fairness",
         "off",
     ]);

@@ -45,6 +45,10 @@ fn setters_validate_and_take_effect() {
         tunables::hq_local_handoffs(),
         tunables::DEFAULT_HQ_LOCAL_HANDOFFS
     );
+    assert_eq!(
+        tunables::hq_domain_handoffs(),
+        tunables::DEFAULT_HQ_DOMAIN_HANDOFFS
+    );
     assert!(tunables::stealing());
 
     tunables::set_spin_time(Duration::ZERO).unwrap();
@@ -92,6 +96,22 @@ fn setters_validate_and_take_effect() {
         &(1u64 << 30).to_string(),
     );
     assert_eq!(tunables::hq_local_handoffs(), 64);
+
+    tunables::set_hq_domain_handoffs(8).unwrap();
+    assert_eq!(tunables::hq_domain_handoffs(), 8);
+    assert_rejected(
+        tunables::set_hq_domain_handoffs(0),
+        "hq_domain_handoffs",
+        "0",
+    );
+    assert_rejected(
+        tunables::set_hq_domain_handoffs((1 << 24) + 1),
+        "hq_domain_handoffs",
+        &((1u64 << 24) + 1).to_string(),
+    );
+    assert_eq!(tunables::hq_domain_handoffs(), 8);
+    assert_eq!(tunables::hq_local_handoffs(), 64, "the node limit is apart");
+    tunables::set_hq_domain_handoffs(1 << 24).unwrap();
 
     tunables::set_stealing(false).unwrap();
     assert!(!tunables::stealing());

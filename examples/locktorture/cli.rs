@@ -193,8 +193,8 @@ const MAX_SLOTS: u64 = 1_000_000;
 const MAX_READ_PCT: u64 = 100;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --format, --plot, --stats, --slots, \
-                            --notify, --read-pct, --help";
+                            --remote-penalty-ns, --stealing, --hq-domain-handoffs, --format, --plot, \
+                            --stats, --slots, --notify, --read-pct, --help";
 
 const ABOUT: &str = "\
 locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex (and the
@@ -325,6 +325,13 @@ struct Args {
           value_parser = parse_stealing, allow_hyphen_values = true)]
     stealing: bool,
 
+    /// Tunable: consecutive handoffs HqMutex keeps within a cache domain (an L3) while it queues
+    /// per domain, 1..=16777216 (numa_locks::tunables::set_hq_domain_handoffs) [default: 16].
+    /// Read only where NUMA nodes hold several L3 domains
+    #[arg(long, value_name = "N", value_parser = parse_hq_domain_handoffs,
+          allow_hyphen_values = true)]
+    hq_domain_handoffs: Option<u64>,
+
     /// Output format: table or csv
     #[arg(long, value_name = "FORMAT", default_value = "table",
           value_parser = parse_format, allow_hyphen_values = true)]
@@ -375,6 +382,11 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
              this build does not have; run: cargo run --release --example locktorture \
              --features stats -- --stats",
         ));
+    }
+    if let Some(n) = args.hq_domain_handoffs
+        && let Err(e) = numa_locks::tunables::set_hq_domain_handoffs(n)
+    {
+        return Err(report(&format!("--hq-domain-handoffs {n}: {e}")));
     }
     let has_pc = args.workload.0.contains(&WorkloadKind::Pc);
     if has_pc && let Some(&one) = args.threads.0.iter().find(|&&n| n < 2) {
@@ -483,6 +495,7 @@ fn expected_value(flag: &str) -> String {
         "--virtual-nodes" => format!("an integer from 1 to {MAX_VIRTUAL_NODES}"),
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
         "--stealing" => "allowed: on, off".to_string(),
+        "--hq-domain-handoffs" => "an integer from 1 to 16777216".to_string(),
         "--format" => "allowed: table, csv".to_string(),
         "--plot" => "a file name, e.g. throughput.svg".to_string(),
         "--slots" => format!("an integer from 1 to {MAX_SLOTS}"),
@@ -546,6 +559,11 @@ fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<List
 
 // One value parser per option: clap calls them with the value only, and every message names the
 // option.
+
+/// Any integer: the range is the setter's to check, so that its error names it.
+fn parse_hq_domain_handoffs(value: &str) -> Result<u64, CliError> {
+    parse_number("--hq-domain-handoffs", value, 0, u64::MAX)
+}
 
 fn parse_locks(value: &str) -> Result<List<LockKind>, CliError> {
     parse_names("--locks", value, &LockKind::ALL, LockKind::name, "lock")

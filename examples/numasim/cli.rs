@@ -414,6 +414,11 @@ struct Args {
     /// [default: 64]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     hq_local_handoffs: Option<u64>,
+
+    /// Tunable: consecutive handoffs HQ keeps within a cache domain while its queues serve
+    /// domains (tunables::set_hq_domain_handoffs) [default: 16]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    hq_domain_handoffs: Option<u64>,
 }
 
 /// A fully validated command line.
@@ -547,6 +552,10 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     }
     if let Some(n) = args.hq_local_handoffs {
         tunables::set_hq_local_handoffs(n).map_err(|e| format!("--hq-local-handoffs {n}: {e}"))?;
+    }
+    if let Some(n) = args.hq_domain_handoffs {
+        tunables::set_hq_domain_handoffs(n)
+            .map_err(|e| format!("--hq-domain-handoffs {n}: {e}"))?;
     }
     Ok(())
 }

@@ -50,6 +50,16 @@
 //! waiter records the slot it queued in (`QNode::hq_slot`), and leaves through that one. On
 //! machines with one domain per node, nothing of this is ever read.
 //!
+//! Each level has its own turn limit: a node's turn (per-node queues) ends after
+//! `tunables::hq_local_handoffs()` local handoffs, a domain's (per-domain queues) after
+//! `tunables::hq_domain_handoffs()`; an arrival notes which kind of slot it computed
+//! (`Local::per_domain`), and its turn uses that limit. A waiter waits for the turns of every
+//! slot ahead of it in the FIFO, and a node holds up to 12 domains where a machine has 2 nodes:
+//! domain turns must be shorter than node turns to bound that wait (see
+//! `tunables::DEFAULT_HQ_DOMAIN_HANDOFFS`). Nodes get no turn of their own above their
+//! domains': the FIFO serves slots in arrival order, one turn per waiting slot and round,
+//! whatever its node.
+//!
 //! # States
 //!
 //! | word (who writes)                     | value                     | meaning                                   |
@@ -96,7 +106,8 @@
 //!    (`(*, *, free) → (*, *, LOCKED)`, which returns whether the last unlock was fair).
 //!
 //! Leaving the queues (`pass_headship`, run by the new holder, which owns the lock), with
-//! `local` = "may keep the lock on our node" = `!fair && count + 1 < limit`:
+//! `local` = "may keep the lock on our node" = `!fair && count + 1 < limit` (the limit of our
+//! slot's level: node or cache domain):
 //! 5. local queue first (only if we are in one): `(*, me, L) → (*, 0, L)` by CAS, or wait for our
 //!    local successor `S` to link `me.next`. Doing this before looking at the FIFO is what makes
 //!    "a node joins the FIFO while its last local waiter leaves" safe: an arrival that finds the
@@ -332,7 +343,9 @@ const fn handoff_payload(count: u32, streak: u32) -> u32 {
 ///
 /// Handoffs stay within the holder's node for up to
 /// [`tunables::hq_local_handoffs()`](crate::tunables::hq_local_handoffs) consecutive handoffs,
-/// then go to the node that has waited longest; `unlock_fair` hands to that node at once.
+/// then go to the node that has waited longest; `unlock_fair` hands to that node at once. Where
+/// nodes hold several cache domains and the lock queues per domain, a domain's turn lasts up to
+/// [`tunables::hq_domain_handoffs()`](crate::tunables::hq_domain_handoffs) handoffs.
 ///
 /// ```
 /// use lock_api::{RawMutex, RawMutexFair};
@@ -370,6 +383,11 @@ struct NodeQueues {
     deferred: CachePadded<AtomicU64>,
     /// The holders' clocks (one line).
     until: CachePadded<Until>,
+    /// Models only: how many times `refine` and `coarsen` switched the local queues, and how
+    /// many arrivals queued in a cache domain's slot (plain std atomics, which loom does not
+    /// schedule), so that a model can show that the switches happen.
+    #[cfg(loom)]
+    switches: [std::sync::atomic::AtomicU32; 3],
 }
 
 /// The line of [`NodeQueues`] only lock holders read and write.
@@ -422,6 +440,8 @@ impl NodeQueues {
                 flat_until: AtomicU64::new(0),
                 refine_after: AtomicU64::new(0),
             }),
+            #[cfg(loom)]
+            switches: Default::default(),
         }
     }
 
@@ -432,6 +452,14 @@ impl NodeQueues {
     /// only.
     #[inline]
     fn slot_of(&self, place: u64) -> usize {
+        self.place_slot(place).0
+    }
+
+    /// [`slot_of`](Self::slot_of), and whether the slot is a cache domain's (the local queues
+    /// serve domains: its turns are bounded by `tunables::hq_domain_handoffs()`) rather than a
+    /// node's.
+    #[inline]
+    fn place_slot(&self, place: u64) -> (usize, bool) {
         let Arrivals {
             per_shift,
             group_mask,
@@ -439,12 +467,16 @@ impl NodeQueues {
         } = *self.arrivals;
         // Relaxed: see `coarse`; a waiter records the slot it queued in (`hq_slot`). With one
         // slot per node, `coarse` is never read: the lock costs what it did before domains.
-        let domain = if per_shift != 0 && self.arrivals.coarse.load(Ordering::Relaxed) == 0 {
+        let per_domain = per_shift != 0 && self.arrivals.coarse.load(Ordering::Relaxed) == 0;
+        let domain = if per_domain {
             qnode::place_domain(place) & ((1 << per_shift) - 1)
         } else {
             0
         };
-        (qnode::place_node(place) & group_mask) << per_shift | domain
+        (
+            (qnode::place_node(place) & group_mask) << per_shift | domain,
+            per_domain,
+        )
     }
 
     /// The local-queue tail of `slot`.
@@ -462,6 +494,8 @@ impl NodeQueues {
         // Relaxed: see `Arrivals::coarse`; `refine_after` is the holders' alone.
         let coarsened = a.per_shift > 0 && a.coarse.swap(1, Ordering::Relaxed) == 0;
         if coarsened {
+            #[cfg(loom)]
+            self.switches[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.until.refine_after.store(
                 now_ns().saturating_add(FLAT_FOR_NS).max(1),
                 Ordering::Relaxed,
@@ -486,6 +520,8 @@ impl NodeQueues {
             && now_ns() >= self.until.refine_after.load(Ordering::Relaxed)
         {
             a.coarse.store(0, Ordering::Relaxed);
+            #[cfg(loom)]
+            self.switches[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -563,6 +599,23 @@ fn queue_shape() -> (usize, usize) {
 struct Local<'a> {
     queues: &'a NodeQueues,
     slot: usize,
+    /// Whether `slot` is a cache domain's (see [`NodeQueues::place_slot`]): its turns end after
+    /// `tunables::hq_domain_handoffs()` local handoffs, a node's after `hq_local_handoffs()`.
+    per_domain: bool,
+}
+
+impl Local<'_> {
+    /// Consecutive local handoffs a turn of this slot may have.
+    #[inline]
+    fn turn_limit(self) -> u32 {
+        let limit = if self.per_domain {
+            tunables::hq_domain_handoffs()
+        } else {
+            tunables::hq_local_handoffs()
+        };
+        // The setters keep both within 1..=2^24.
+        u32::try_from(limit).unwrap_or(u32::MAX)
+    }
 }
 
 impl RawHq {
@@ -599,6 +652,16 @@ impl RawHq {
         let mut lock = Self::new();
         lock.switch_after = handoffs.clamp(1, HIERARCHICAL_AFTER);
         lock
+    }
+
+    /// Models only: how many times the local queues went per domain (`refine`) and back to per
+    /// node (`coarsen`) so far, and how many arrivals queued in a cache domain's slot.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn domain_switches(&self) -> [u32; 3] {
+        self.queues().map_or([0; 3], |q| {
+            core::array::from_fn(|i| q.switches[i].load(std::sync::atomic::Ordering::Relaxed))
+        })
     }
 
     /// Releases the lock so that the next handoff goes to the node that has waited longest
@@ -680,12 +743,20 @@ impl RawHq {
         let local = self
             .queues()
             .filter(|queues| queues.is_hierarchical())
-            .map(|queues| Local {
-                queues,
-                slot: queues.slot_of(numa),
+            .map(|queues| {
+                let (slot, per_domain) = queues.place_slot(numa);
+                #[cfg(loom)]
+                if per_domain {
+                    queues.switches[2].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Local {
+                    queues,
+                    slot,
+                    per_domain,
+                }
             });
         let mut head_payload = None;
-        if let Some(Local { queues, slot }) = local {
+        if let Some(Local { queues, slot, .. }) = local {
             // Relaxed: published with the node by the tail swap below.
             my.hq_slot.store(slot as u32 + 1, Ordering::Relaxed);
             // (*, prev, *) → (*, me, *). AcqRel: as for the FIFO tail below.
@@ -740,7 +811,8 @@ impl RawHq {
         // Wake the likely next head early if it sleeps: our local successor while the count
         // allows a local handoff, else our FIFO successor.
         let count = payload & COUNT_MASK;
-        let limit = local_handoff_limit();
+        // A flat waiter (no local queue) makes no local handoffs: its limit is never read.
+        let limit = local.map_or(u32::MAX, Local::turn_limit);
         let likely = || {
             // Acquire: pairs with the successors' Release link stores.
             let local_next = my.next.load(Ordering::Acquire);
@@ -842,6 +914,8 @@ impl RawHq {
             .map(|queues| Local {
                 queues,
                 slot: slot as usize - 1,
+                // Not read: leaving headship makes no choice that a limit bounds.
+                per_domain: false,
             });
         let successor = self.leave_local_queue(me, local);
         // Nobody else in the FIFO: (me, *) → (S or 0, *).
@@ -875,7 +949,7 @@ impl RawHq {
     /// Step 5: if `me` is in a local queue, leaves it: `(*, me) → (*, 0)` by CAS, or waits for
     /// our local successor to link and returns it.
     fn leave_local_queue(&self, me: u32, local: Option<Local<'_>>) -> Option<u32> {
-        local.and_then(|Local { queues, slot }| {
+        local.and_then(|Local { queues, slot, .. }| {
             // A successor that has linked itself needs no look at the local tail (a line every
             // arrival of the node writes). Acquire: as in `wait_for_next`.
             let linked = node(me).next.load(Ordering::Acquire);
@@ -996,7 +1070,7 @@ impl RawHq {
                 // of our node): a local handoff after all. Relaxed: `front`'s owner wrote its
                 // `numa` before the Release swap that published it, which our Acquire in
                 // `wait_for_next` made visible.
-                Some(Local { queues, slot })
+                Some(Local { queues, slot, .. })
                     if stay_local
                         && queues.slot_of(node(front).numa.load(Ordering::Relaxed)) == slot =>
                 {
@@ -1006,7 +1080,7 @@ impl RawHq {
                         marked,
                     );
                 }
-                Some(Local { queues, slot })
+                Some(Local { queues, slot, .. })
                     if stay_local
                         && count < 1 << DEFERRED_COUNT_BITS
                         && queues.is_hierarchical() =>
@@ -1167,12 +1241,6 @@ fn replace_tail(tail: &AtomicU32, me: u32, to: u32) -> bool {
 #[inline]
 fn flat_place(place: u64) -> u32 {
     (qnode::place_domain(place) % MAX_SLOTS) as u32
-}
-
-/// The local-handoff limit as a `u32` (the setter keeps it within 1..=2^24).
-#[inline]
-fn local_handoff_limit() -> u32 {
-    u32::try_from(tunables::hq_local_handoffs()).unwrap_or(u32::MAX)
 }
 
 impl Drop for RawHq {
