@@ -94,6 +94,9 @@ pub use sync::PathEvent;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use sync::loom_clock;
+#[cfg(loom)]
+#[doc(hidden)]
+pub use sync::loom_probe;
 
 /// README.md's Rust examples, compiled and run by `cargo test --doc`.
 #[cfg(doctest)]

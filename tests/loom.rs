@@ -10,7 +10,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 use numa_locks::raw::{RawCna, RawMcs};
-use numa_locks::{loom_clock, topology, tunables};
+use numa_locks::{loom_clock, loom_probe, topology, tunables};
 
 /// Secondary-queue flushes and splices seen across all executions of a model (feature `stats`):
 /// the CNA models check that they reach the paths they are named after.
@@ -87,7 +87,12 @@ fn mcs_handoff_2_threads() {
 fn mcs_handoff_3_threads() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_handed_stores();
     model(2, || contend!(RawMcs, 3usize, 1usize, |_| 0, 0));
+    assert!(
+        loom_probe::take_handed_stores() > 0,
+        "no execution took a handed lock with a plain store (HANDED)"
+    );
 }
 
 #[test]
@@ -225,7 +230,12 @@ fn cna_deferred_handoff() {
     // reused across rounds, so its release and re-take are checked too.
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_handed_stores();
     model(2, || {
         contend!(RawCna, 3usize, 2usize, |t: usize| usize::from(t == 2), 0)
     });
+    assert!(
+        loom_probe::take_handed_stores() > 0,
+        "no execution took a handed lock with a plain store (HANDED)"
+    );
 }

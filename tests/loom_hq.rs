@@ -10,7 +10,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 use numa_locks::raw::RawHq;
-use numa_locks::{loom_clock, topology, tunables};
+use numa_locks::{loom_clock, loom_probe, topology, tunables};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Bounds the preemptions loom explores, keeping each model within CI time.
@@ -58,9 +58,14 @@ fn contend(new: fn() -> RawHq, plan: &'static [(usize, usize)]) {
 fn hq_local_handoff() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_handed_stores();
     model(2, || {
         contend(RawHq::new_hierarchical, &[(0, 1), (0, 1), (0, 1)])
     });
+    assert!(
+        loom_probe::take_handed_stores() > 0,
+        "no execution took a handed lock with a plain store (HANDED)"
+    );
 }
 
 /// Two threads of one node, twice each: local handoffs back and forth.

@@ -18,7 +18,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
-use numa_locks::{loom_clock, topology, tunables};
+use numa_locks::{loom_clock, loom_probe, topology, tunables};
 
 /// Bounds the preemptions loom explores, keeping each model within CI time.
 fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
@@ -153,9 +153,14 @@ use Waiter::{Plain, Timed};
 fn mcs_timed_waiter_races_the_handoff() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_handed_stores();
     model(2, || {
         holder_and_waiters(RawMcs::new, 0, &[Plain(0), Timed(0, 4)])
     });
+    assert!(
+        loom_probe::take_handed_stores() > 0,
+        "no execution took a handed lock with a plain store (HANDED) while a timed waiter raced the handoff"
+    );
 }
 
 /// MCS: two timed waiters: the holder's handoff may find a chain of abandoned nodes, skip and
@@ -164,9 +169,14 @@ fn mcs_timed_waiter_races_the_handoff() {
 fn mcs_chain_of_abandoned_nodes() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_handed_stores();
     model(2, || {
         holder_and_waiters(RawMcs::new, 0, &[Timed(0, 2), Timed(0, 3)])
     });
+    assert!(
+        loom_probe::take_handed_stores() > 0,
+        "no execution took a handed lock with a plain store (HANDED) beside the abandoned nodes"
+    );
 }
 
 /// MCS with stealing on: a timed head's patience and `NO_STEAL` race with the unlock.

@@ -39,6 +39,7 @@ use crate::wait::{self, SpinBudget};
 /// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
+/// | `HANDED \| NO_STEAL` (± `LOCKED`, `FAIR`) | the holder made its marked successor head: the reservation is that head's alone, and it takes the free lock with a plain store |
 /// | `LOCKED \| proxy << PROXY_SHIFT` | held; the holder deferred its handoff: CNA left the proxy node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder writes these bits) |
 ///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
@@ -54,8 +55,13 @@ use crate::wait::{self, SpinBudget};
 /// - queue head, before sleeping, lifting the reservation it made only for its mark:
 ///   `x → x & !NO_STEAL` (CAS, unless `FAIR` or the steal bound wants it);
 /// - the holder, handing headship to a successor while stealing is off: `x → x | NO_STEAL`;
-/// - the new holder, handing headship to the successor it marked: `LOCKED → LOCKED | NO_STEAL`
-///   (plain store: before that successor is head, nobody else writes a held word);
+/// - the new holder, handing headship to the successor it marked:
+///   `LOCKED → LOCKED | NO_STEAL | HANDED` (plain store: before that successor is head, nobody
+///   else writes a held word);
+/// - that head, finding the word free with `HANDED`: `x → LOCKED` (plain store: nobody else
+///   can take a free word with `HANDED`, and the other writers of a free word only clear
+///   bits: the unlocker's `PARKED`, a stale `clear_reservation`); before it parks or gives
+///   up, it clears `HANDED` (with the reservation it lifts);
 /// - queue head, before sleeping: `x → x | PARKED` (only while `LOCKED`, so an unlock follows);
 /// - unlock: `x → x - LOCKED` (fetch_sub, Release: one RMW that cannot fail, whatever flags the
 ///   head set); if `PARKED` was set, `x → x & !PARKED` (fetch_and), then wake. Clearing
@@ -69,7 +75,7 @@ use crate::wait::{self, SpinBudget};
 /// - a thread that empties the queue without the lock (a timed head giving up, or a handoff
 ///   whose every remaining waiter had abandoned its place): `x → x & !(NO_STEAL | FAIR)`, since
 ///   no head is left to consume the reservation (`clear_reservation`). `PARKED` is never cleared
-///   there: a new head may already sleep behind it.
+///   there: a new head may already sleep behind it; nor `HANDED`: it belongs to a head.
 ///
 /// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `LOCKED`
 /// (by the head) and cleared by the unlock that wakes it, before the wake (or by the head's
@@ -83,6 +89,11 @@ const LOCKED: u32 = 1;
 const PARKED: u32 = 2;
 const NO_STEAL: u32 = 4;
 const FAIR: u32 = 8;
+/// Set with `NO_STEAL` by a holder that makes its marked successor head
+/// ([`LockWord::hand_to_marked`]): the reservation is that head's alone, and nobody else can
+/// take or clear it (arrivals treat it as `NO_STEAL`; `clear_reservation` leaves it), so the
+/// head takes the free lock with a plain store instead of a CAS (see `acquire_as_head`).
+const HANDED: u32 = 16;
 /// How many times an arriving thread looks at a busy lock before it queues
 /// ([`LockWord::spin_steal`]): the first [`STEAL_SPINS`] after 2, 4 and 8 `pause`s, the others
 /// after yielding the CPU (parking_lot's `SpinWait` schedule). Yielding keeps the looks rare
@@ -110,7 +121,7 @@ const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
 const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
-const PROXY_SHIFT: u32 = 4;
+const PROXY_SHIFT: u32 = 5;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
 
 impl LockWord {
@@ -136,7 +147,7 @@ impl LockWord {
     #[inline]
     pub(crate) fn try_steal(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
-        while s & (LOCKED | NO_STEAL) == 0 {
+        while s & (LOCKED | NO_STEAL | HANDED) == 0 {
             // Acquire: pairs with the Release of the previous unlock.
             match self.state.compare_exchange_weak(
                 s,
@@ -346,14 +357,15 @@ impl LockWord {
     /// **Marking** (DESIGN §2: a handoff in as few serial transfers as the kernel's): unless
     /// this thread's core is crowded (see [`wait::crowded`]), the head marks the waiter `successor()`
     /// names (the one it will make head next, 0 if none yet) `NEXT`: that waiter spins and
-    /// neither parks nor abandons, so the head can later make it head with a plain store
+    /// neither parks nor abandons, so the head can later make it head with plain stores
     /// ([`LockWord::hand_to_marked`]). A head with a marked successor reserves the lock, so no
-    /// arrival takes it first. The head still takes a free reserved lock with a CAS, not a plain
-    /// store: a thread that emptied the queue without the lock (`clear_reservation`) may clear
-    /// the reservation between the head's look and its store, and an arrival's fast path could
-    /// then take the lock too. Before it parks, the head takes the mark back and lifts a
-    /// reservation it made only for that reason (stealers may take the lock while it sleeps,
-    /// and its successor may sleep too).
+    /// arrival takes it first. A head that was itself made head by `hand_to_marked` owns
+    /// its reservation (`HANDED`) and takes the free lock with a plain store; any other head
+    /// takes it with a CAS, since a thread that emptied the queue without the lock
+    /// (`clear_reservation`) may clear a reservation between the head's look and its store, and
+    /// an arrival's fast path could then take the lock too. Before it parks, the head takes the
+    /// mark back and lifts a reservation it made only for that reason, and `HANDED` (stealers
+    /// may take the lock while it sleeps, and its successor may sleep too).
     ///
     /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
     /// lock is held by someone else, at least once before the first park, until it returns
@@ -383,6 +395,18 @@ impl LockWord {
             let s = self.state.load(Ordering::Relaxed);
             if s & LOCKED == 0 {
                 let fair = s & FAIR != 0;
+                if s & HANDED != 0 {
+                    // Handed to us (see `HANDED`): nobody else can take the free lock or set a
+                    // flag on it (the word's other writers now only clear bits), so a plain
+                    // store takes it. It does not wait for the line as a CAS does: the critical
+                    // section's loads start while the store drains. The Acquire fence makes our
+                    // load of the free word pair with the unlocker's Release.
+                    fence(Ordering::Acquire);
+                    self.state.store(LOCKED, Ordering::Relaxed);
+                    #[cfg(loom)]
+                    crate::sync::loom_probe::handed_store();
+                    return Some(HeadAcquired { fair, marked });
+                }
                 // (free, any flags) → LOCKED. Acquire: pairs with the unlocker's Release.
                 match self.state.compare_exchange_weak(
                     s,
@@ -447,6 +471,12 @@ impl LockWord {
             let now = now_ns();
             if deadline.is_some_and(|deadline| now >= deadline) {
                 self.release_mark(&mut marked, s, bound_passed);
+                if self.state.load(Ordering::Relaxed) & HANDED != 0 {
+                    // A `HANDED` we could not lift with the CAS (the word moved): it is ours
+                    // alone (only the holder that made us head sets it, before we are head,
+                    // and only we clear it), so no other head may find it. Relaxed: a flag.
+                    self.state.fetch_and(!HANDED, Ordering::Relaxed);
+                }
                 return None;
             }
             // Sleeping: take the mark back and lift the reservation we made for it (and mark
@@ -486,12 +516,17 @@ impl LockWord {
             unmark_next(qnode::node(*marked));
             *marked = 0;
         }
+        // A sleeping head takes no lock by a plain store: `HANDED` goes in any case.
+        let mut lift = seen & HANDED;
         if seen & NO_STEAL != 0 && seen & FAIR == 0 && !bound_passed {
-            // Relaxed: the flag only steers who acquires next. A failure means the word moved:
+            lift |= NO_STEAL;
+        }
+        if lift != 0 {
+            // Relaxed: the flags only steer who acquires next. A failure means the word moved:
             // the caller looks again anyway.
             let _ = self.state.compare_exchange(
                 seen,
-                seen & !NO_STEAL,
+                seen & !lift,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
@@ -512,8 +547,10 @@ impl LockWord {
         debug_assert!(payload <= status::PAYLOAD_MAX);
         debug_assert_eq!(self.state.load(Ordering::Relaxed), LOCKED);
         // Relaxed: ordered before the status store below by its Release, so the new head's
-        // first look at the word (after its Acquire load of the status) sees the reservation.
-        self.state.store(LOCKED | NO_STEAL, Ordering::Relaxed);
+        // first look at the word (after its Acquire load of the status) sees the reservation,
+        // and `HANDED`: it may take the lock with a plain store.
+        self.state
+            .store(LOCKED | NO_STEAL | HANDED, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `await_head`; publishes our writes to the queue
         // (links, CNA's secondary queue) and the reservation.
         next.status

@@ -320,6 +320,26 @@ pub(crate) fn note(event: PathEvent) {
 
 #[cfg(loom)]
 #[doc(hidden)]
+pub mod loom_probe {
+    //! Counts of protocol paths taken across the executions of loom models, so that a model
+    //! can check it reaches the path it is written for (not on real threads or in numa_sim).
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    static HANDED_STORES: AtomicU64 = AtomicU64::new(0);
+
+    /// A queue head took a lock handed to it (`HANDED`) with a plain store.
+    pub(crate) fn handed_store() {
+        HANDED_STORES.fetch_add(1, Relaxed);
+    }
+
+    /// The plain-store acquisitions since the last call, and restarts the count.
+    pub fn take_handed_stores() -> u64 {
+        HANDED_STORES.swap(0, Relaxed)
+    }
+}
+
+#[cfg(loom)]
+#[doc(hidden)]
 pub mod loom_clock {
     //! The clock seen by loom models (see [`super::now_ns`]).
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
