@@ -490,9 +490,14 @@ fn read_mostly_table_on_x5_4() {
     // not reached: the 18 readers of a socket share its 4 slots' lines).
     assert!(rate("cna-rw", 100, 72) > 25.0 * rate("cna-rw", 100, 1));
     assert!(rate("cna-rw", 100, 72) > 20.0 * rate("one-word", 100, 72));
-    // 95 % reads: measured 5.4 (cna-rw) and 5.8 (hq-rw) against the one-word model's 0.5.
+    // 95 % reads: measured 4.1 (cna-rw) and 2.4 (hq-rw) against the one-word model's 0.5.
+    // hq-rw was 2.6 before a head handed the lock by a marking holder took it with a plain
+    // store (`HANDED`, #25): writers hand `M` over sooner, so readers get in between two writers
+    // less often (numasim `rw` at 95 % reads, 10 ms, seeds 1-3: hq-rw -3 to -12 %, still 6.0-16.5x
+    // the better of the pl-rwlock and std-rwlock models, which `tests/sim.rs` pins; at 0 % reads
+    // +7 to +16 %). Its bound here is 4x.
     assert!(rate("cna-rw", 95, 72) > 5.0 * rate("one-word", 95, 72));
-    assert!(rate("hq-rw", 95, 72) > 5.0 * rate("one-word", 95, 72));
+    assert!(rate("hq-rw", 95, 72) > 4.0 * rate("one-word", 95, 72));
     // The writers are not starved: the bound is a p99 wait of 1 ms.
     assert!(at72[&("cna-rw", 95, 72)].1 < 1000.0);
     assert!(at72[&("hq-rw", 95, 72)].1 < 1000.0);
