@@ -84,7 +84,8 @@ fn parking_lot_dir() -> PathBuf {
         .expect("run cargo metadata");
     assert!(
         output.status.success(),
-        "cargo metadata failed: {}",
+        "cargo metadata --offline failed (a build script's cargo must not download; run \
+         `cargo fetch` first, as .ci/run does): {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let metadata: serde_json::Value =
