@@ -182,6 +182,42 @@ fn bad_hq_domain_handoffs_are_rejected() {
 }
 
 #[test]
+fn bad_spin_and_steal_bounds_are_rejected() {
+    // Out of the setter's range: its error names the value and the allowed range.
+    assert_rejected(&["--spin-us", "2000000"], &["--spin-us", "2s", "0 to 1s"]);
+    assert_rejected(
+        &["--steal-bound-us", "0"],
+        &["--steal-bound-us", "1us to 10s"],
+    );
+    // Not a number of microseconds at all.
+    assert_rejected(
+        &["--spin-us", "-1"],
+        &["'-1'", "--spin-us", "non-negative number of microseconds"],
+    );
+    assert_rejected(
+        &["--steal-bound-us", "soon"],
+        &[
+            "'soon'",
+            "--steal-bound-us",
+            "non-negative number of microseconds",
+        ],
+    );
+    // Values in range are taken.
+    run_ok(&[
+        "--spin-us",
+        "0.5",
+        "--steal-bound-us",
+        "50",
+        "--duration-ms",
+        "10",
+        "--runs",
+        "1",
+        "--threads",
+        "2",
+    ]);
+}
+
+#[test]
 fn bad_pc_options_are_rejected() {
     assert_rejected(&["--notify", "some"], &["'some'", "--notify", "one, all"]);
     assert_rejected(&["--slots", "0"], &["'0'", "--slots", "1 to 1000000"]);
@@ -258,6 +294,8 @@ fn help_describes_every_option() {
         "--virtual-nodes",
         "--remote-penalty-ns",
         "--stealing",
+        "--spin-us",
+        "--steal-bound-us",
         "--hq-domain-handoffs",
         "--format",
         "--slots",

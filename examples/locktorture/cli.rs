@@ -193,7 +193,8 @@ const MAX_SLOTS: u64 = 1_000_000;
 const MAX_READ_PCT: u64 = 100;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --hq-domain-handoffs, --format, --plot, \
+                            --remote-penalty-ns, --stealing, --spin-us, --steal-bound-us, \
+                            --hq-domain-handoffs, --format, --plot, \
                             --stats, --slots, --notify, --read-pct, --help";
 
 const ABOUT: &str = "\
@@ -325,6 +326,17 @@ struct Args {
           value_parser = parse_stealing, allow_hyphen_values = true)]
     stealing: bool,
 
+    /// Tunable: how long this crate's waiters spin before they park, in microseconds
+    /// (numa_locks::tunables::set_spin_time) [default: 5]
+    #[arg(long, value_name = "US", value_parser = parse_spin_us, allow_hyphen_values = true)]
+    spin_us: Option<f64>,
+
+    /// Tunable: how long the queue head lets arriving threads take the lock ahead of it, in
+    /// microseconds (numa_locks::tunables::set_steal_bound) [default: 1000]
+    #[arg(long, value_name = "US", value_parser = parse_steal_bound_us,
+          allow_hyphen_values = true)]
+    steal_bound_us: Option<f64>,
+
     /// Tunable: consecutive handoffs HqMutex keeps within a cache domain (an L3) while it queues
     /// per domain, 1..=16777216 (numa_locks::tunables::set_hq_domain_handoffs) [default: 16].
     /// Read only where NUMA nodes hold several L3 domains
@@ -382,6 +394,17 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
              this build does not have; run: cargo run --release --example locktorture \
              --features stats -- --stats",
         ));
+    }
+    let micros = |us: f64| std::time::Duration::from_secs_f64(us / 1e6);
+    if let Some(us) = args.spin_us
+        && let Err(e) = numa_locks::tunables::set_spin_time(micros(us))
+    {
+        return Err(report(&format!("--spin-us {us}: {e}")));
+    }
+    if let Some(us) = args.steal_bound_us
+        && let Err(e) = numa_locks::tunables::set_steal_bound(micros(us))
+    {
+        return Err(report(&format!("--steal-bound-us {us}: {e}")));
     }
     if let Some(n) = args.hq_domain_handoffs
         && let Err(e) = numa_locks::tunables::set_hq_domain_handoffs(n)
@@ -495,6 +518,9 @@ fn expected_value(flag: &str) -> String {
         "--virtual-nodes" => format!("an integer from 1 to {MAX_VIRTUAL_NODES}"),
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
         "--stealing" => "allowed: on, off".to_string(),
+        "--spin-us" | "--steal-bound-us" => {
+            "a non-negative number of microseconds, e.g. 5 or 0.5".to_string()
+        }
         "--hq-domain-handoffs" => "an integer from 1 to 16777216".to_string(),
         "--format" => "allowed: table, csv".to_string(),
         "--plot" => "a file name, e.g. throughput.svg".to_string(),
@@ -559,6 +585,26 @@ fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<List
 
 // One value parser per option: clap calls them with the value only, and every message names the
 // option.
+
+/// Any non-negative number of microseconds: the range is the setter's to check, so that its
+/// error names it.
+fn parse_micros(flag: &str, value: &str) -> Result<f64, CliError> {
+    match value.trim().parse::<f64>() {
+        Ok(us) if (0.0..=1e12).contains(&us) => Ok(us),
+        _ => Err(CliError(format!(
+            "invalid value '{value}' for {flag}; expected {}",
+            expected_value(flag)
+        ))),
+    }
+}
+
+fn parse_spin_us(value: &str) -> Result<f64, CliError> {
+    parse_micros("--spin-us", value)
+}
+
+fn parse_steal_bound_us(value: &str) -> Result<f64, CliError> {
+    parse_micros("--steal-bound-us", value)
+}
 
 /// Any integer: the range is the setter's to check, so that its error names it.
 fn parse_hq_domain_handoffs(value: &str) -> Result<u64, CliError> {
