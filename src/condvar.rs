@@ -20,10 +20,12 @@
 //!
 //! - `wait`: the waiter resets its node as an arriving lock waiter would, appends it to the list
 //!   (under a small internal word lock), **then** releases the mutex, so a notify that comes
-//!   after the release finds it. It then yields the CPU once: if the yield comes back at once
-//!   (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time before it
-//!   parks on its node's status word, since on a free core the notify is likely near; otherwise
-//!   it parks at once (spinning would only take the CPU from the thread that must notify it).
+//!   after the release finds it. If its core is free (its last timed yield came back within
+//!   `ALONE_YIELD_NS`, nobody else wanted the core; `wait::crowded`) it spins for the spin time
+//!   before it parks on its node's status word, since on a free core the notify is likely near;
+//!   otherwise it parks at once (spinning would only take the CPU from the thread that must
+//!   notify it). The verdict stands for a while: timing a yield at every wait cost a whole time
+//!   slice per wait on a crowded machine.
 //! - `notify_one` / `notify_all` mark the first un-notified waiter / all of them as
 //!   **notified**; the notified waiters are always a prefix of the list. Then, unless a notified
 //!   waiter is already **in flight**, the oldest notified waiter leaves the list and is
@@ -67,7 +69,6 @@ use core::ptr;
 use crate::qnode::{self, Queued, node};
 use crate::raw::{QueueLock, Token, deadline_after};
 use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, spin_hint};
-use crate::wait::ALONE_YIELD_NS;
 use crate::{sync, wait};
 
 /// The raw condition variable behind [`McsCondvar`](crate::McsCondvar),
@@ -481,15 +482,15 @@ enum Left {
     InFlight,
 }
 
-/// Whether this thread seems to have a core to itself: a yield that came back within
-/// `ALONE_YIELD_NS` found nobody else waiting to run. Never under loom (no spinning there).
+/// Whether this thread seems to have a core to itself: its last timed yield came back within
+/// `wait::ALONE_YIELD_NS`, nobody else was waiting to run ([`wait::crowded`], whose verdict stands
+/// for a while: a yield timed at every wait cost a whole time slice per wait on a crowded
+/// machine). Never under loom (no spinning there).
 fn core_is_free() -> bool {
     if EXHAUSTIVE {
         return false;
     }
-    let before = sync::now_ns();
-    sync::yield_now();
-    sync::now_ns().saturating_sub(before) < ALONE_YIELD_NS
+    !crate::wait::crowded()
 }
 
 /// The condition variable's own small lock: a futex word lock (0 free, 1 held, 2 held and

@@ -215,37 +215,89 @@ impl SpinBudget {
 /// development machine alone, 1.1-2.4 µs with 2-8 other yielding threads on its 2 cores.
 pub(crate) const ALONE_YIELD_NS: u64 = 1000;
 
-/// How long a crowding verdict stands before a thread times a yield again.
+/// How long a "not crowded" verdict stands before a thread times a yield again; a "crowded"
+/// verdict stands this long times 2^(n-1) after n crowded verdicts in a row, at most
+/// [`CROWDED_MAX_HOLD_NS`].
 const CROWDED_RECHECK_NS: u64 = 1_000_000;
 
+/// The longest a "crowded" verdict stands. On a crowded core the timed yield is no longer
+/// 0.2 µs: the scheduler runs the other threads first, often for a whole time slice. With six
+/// CPU-bound threads beside a two-thread `locktorture --workload pc` on the 2-core development
+/// machine, waiters that timed a yield every 1 ms (the verdict being older at nearly every
+/// wait) waited 1.2-3.7 ms on average for a CPU after each wake-up (`perf sched latency`), and
+/// the locks moved 100-6,000 messages a second against parking_lot's 40,000-80,000; with this
+/// cap, 7,000-78,000. Without other load, 32 threads (`counter`, `hammer`, medians of 4
+/// invocations; BENCHMARKS.md, "A crowded verdict that stands"): with a 1 ms hold the locks
+/// made 1.14-1.19x parking_lot on `counter` with a `max_min` of 29-63 (parking_lot's 1.9);
+/// capped at 8, 32 or 128 ms, 0.89-1.09x with a `max_min` of 1.5-8.1. At this cap a thread on
+/// a core that stays crowded spends at most one time slice in 128 ms on the test, and one whose
+/// core frees up spins again within 128 ms (until then it parks at once, as a crowded waiter
+/// does).
+const CROWDED_MAX_HOLD_NS: u64 = 128_000_000;
+
+/// A verdict: crowded or not, when it was made (0: never), and how many crowded verdicts in a
+/// row (0 if the last one was "not crowded").
+#[derive(Clone, Copy)]
+struct Verdict {
+    crowded: bool,
+    at: u64,
+    streak: u32,
+}
+
+impl Verdict {
+    /// How long the verdict stands.
+    fn hold_ns(self) -> u64 {
+        if self.crowded {
+            (CROWDED_RECHECK_NS << self.streak.saturating_sub(1).min(7)).min(CROWDED_MAX_HOLD_NS)
+        } else {
+            CROWDED_RECHECK_NS
+        }
+    }
+}
+
 crate::sync::thread_local! {
-    /// This thread's last crowding verdict and when it was made (0: never).
-    static CROWDED: core::cell::Cell<(bool, u64)> = const { core::cell::Cell::new((false, 0)) };
+    /// This thread's last crowding verdict.
+    static CROWDED: core::cell::Cell<Verdict> = const {
+        core::cell::Cell::new(Verdict { crowded: false, at: 0, streak: 0 })
+    };
 }
 
 /// Records a timed `sched_yield` of this thread: its core is *crowded* if the yield took
 /// [`ALONE_YIELD_NS`] or more (another thread wanted the core).
 #[inline]
 pub(crate) fn note_yield(took_ns: u64, now: u64) {
-    let _ = CROWDED.try_with(|c| c.set((took_ns >= ALONE_YIELD_NS, now.max(1))));
+    let crowded = took_ns >= ALONE_YIELD_NS;
+    let _ = CROWDED.try_with(|c| {
+        let streak = if crowded {
+            c.get().streak.saturating_add(1)
+        } else {
+            0
+        };
+        c.set(Verdict {
+            crowded,
+            at: now.max(1),
+            streak,
+        });
+    });
 }
 
 /// Whether this thread's core is crowded: more runnable threads than cores, where a spinning
 /// waiter may be preempted, so that marking a successor (which then spins without parking) and
 /// reserving the lock for it (so that nobody else can take it) could hold the lock up for a
-/// time slice. The verdict of the last timed yield, at most [`CROWDED_RECHECK_NS`] old, else a
-/// new timed yield (about 0.2 µs alone). Never under loom, which explores the marking paths;
-/// always in a thread-local destructor (no marking there).
+/// time slice. The verdict of the last timed yield while it stands (1 ms for "not crowded",
+/// 1 to 128 ms for "crowded", see [`CROWDED_MAX_HOLD_NS`]), else a new timed yield (about
+/// 0.2 µs alone). Never under loom, which explores the marking paths; always in a thread-local
+/// destructor (no marking there).
 pub(crate) fn crowded() -> bool {
     if EXHAUSTIVE {
         return false;
     }
-    let Ok((verdict, at)) = CROWDED.try_with(core::cell::Cell::get) else {
+    let Ok(verdict) = CROWDED.try_with(core::cell::Cell::get) else {
         return true;
     };
     let now = now_ns();
-    if at != 0 && now.saturating_sub(at) < CROWDED_RECHECK_NS {
-        return verdict;
+    if verdict.at != 0 && now.saturating_sub(verdict.at) < verdict.hold_ns() {
+        return verdict.crowded;
     }
     yield_now();
     let after = now_ns();
