@@ -20,12 +20,12 @@
 //!
 //! - `wait`: the waiter resets its node as an arriving lock waiter would, appends it to the list
 //!   (under a small internal word lock), **then** releases the mutex, so a notify that comes
-//!   after the release finds it. If its core is free (its last timed yield came back within
-//!   `ALONE_YIELD_NS`, nobody else wanted the core; `wait::crowded`) it spins for the spin time
-//!   before it parks on its node's status word, since on a free core the notify is likely near;
-//!   otherwise it parks at once (spinning would only take the CPU from the thread that must
-//!   notify it). The verdict stands for a while: timing a yield at every wait cost a whole time
-//!   slice per wait on a crowded machine.
+//!   after the release finds it. It then yields the CPU once: if the yield comes back at once
+//!   (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time before it
+//!   parks on its node's status word, since on a free core the notify is likely near; otherwise
+//!   it parks at once (spinning would only take the CPU from the thread that must notify it).
+//!   Once its yields have found the core crowded twice in a row it skips the yield for a while
+//!   (`wait::core_is_free`): on a crowded core each one cost a time slice.
 //! - `notify_one` / `notify_all` mark the first un-notified waiter / all of them as
 //!   **notified**; the notified waiters are always a prefix of the list. Then, unless a notified
 //!   waiter is already **in flight**, the oldest notified waiter leaves the list and is
@@ -216,7 +216,7 @@ impl<R: QueueLock> RawCondvar<R> {
         unsafe { mutex.unlock_queue_lock(Token::new()) };
         // Spin first only on a free core (see the module docs): the notifier then runs
         // elsewhere, and its notify may well come within the spin time.
-        let mut spin_first = core_is_free();
+        let mut spin_first = wait::core_is_free();
         let head = loop {
             if let Some(head) = crate::raw::await_head(my, deadline, spin_first) {
                 break head;
@@ -480,17 +480,6 @@ enum Left {
     Notified,
     /// Not unlinked: it was put in flight, and is in the mutex's queue (or about to be).
     InFlight,
-}
-
-/// Whether this thread seems to have a core to itself: its last timed yield came back within
-/// `wait::ALONE_YIELD_NS`, nobody else was waiting to run ([`wait::crowded`], whose verdict stands
-/// for a while: a yield timed at every wait cost a whole time slice per wait on a crowded
-/// machine). Never under loom (no spinning there).
-fn core_is_free() -> bool {
-    if EXHAUSTIVE {
-        return false;
-    }
-    !crate::wait::crowded()
 }
 
 /// The condition variable's own small lock: a futex word lock (0 free, 1 held, 2 held and

@@ -225,8 +225,8 @@ const CROWDED_RECHECK_NS: u64 = 1_000_000;
 /// CPU-bound threads beside a two-thread `locktorture --workload pc` on the 2-core development
 /// machine, waiters that timed a yield every 1 ms (the verdict being older at nearly every
 /// wait) waited 1.2-3.7 ms on average for a CPU after each wake-up (`perf sched latency`), and
-/// the locks moved 100-6,000 messages a second against parking_lot's 40,000-80,000; with this
-/// cap, 7,000-78,000. Without other load, 32 threads (`counter`, `hammer`, medians of 4
+/// the locks moved 140-370 messages a second against parking_lot's 40,000-100,000; with this
+/// cap (and [`core_is_free`]), medians of 7 invocations 19,600-59,200 (parking_lot 52,500). Without other load, 32 threads (`counter`, `hammer`, medians of 4
 /// invocations; BENCHMARKS.md, "A crowded verdict that stands"): with a 1 ms hold the locks
 /// made 1.14-1.19x parking_lot on `counter` with a `max_min` of 29-63 (parking_lot's 1.9);
 /// capped at 8, 32 or 128 ms, 0.89-1.09x with a `max_min` of 1.5-8.1. At this cap a thread on
@@ -303,6 +303,34 @@ pub(crate) fn crowded() -> bool {
     let after = now_ns();
     note_yield(after.saturating_sub(now), after);
     after.saturating_sub(now) >= ALONE_YIELD_NS
+}
+
+/// Whether this thread's core is free to spin on, for a waiter about to sleep (the condition
+/// variable's): a timed yield now, as [`crowded`] makes, unless crowding is *established* (the
+/// last two or more verdicts in a row said crowded, and the last one still stands): then no
+/// yield at all. A fresh test at every wait is what a free core wants (0.2 µs; a standing verdict
+/// let one false "crowded" make a waiter park at every wait for a millisecond: criterion's
+/// `condvar_pingpong/hq` took 12-20 µs a round trip that way, 1.2-4.3 µs with a fresh test,
+/// parking_lot 29-32 µs), and no test at all is what a crowded core wants (there each timed
+/// yield cost a time slice: see [`CROWDED_MAX_HOLD_NS`]).
+pub(crate) fn core_is_free() -> bool {
+    if EXHAUSTIVE {
+        return false;
+    }
+    let Ok(verdict) = CROWDED.try_with(core::cell::Cell::get) else {
+        return false;
+    };
+    let before = now_ns();
+    if verdict.crowded
+        && verdict.streak >= 2
+        && before.saturating_sub(verdict.at) < verdict.hold_ns()
+    {
+        return false;
+    }
+    yield_now();
+    let after = now_ns();
+    note_yield(after.saturating_sub(before), after);
+    after.saturating_sub(before) < ALONE_YIELD_NS
 }
 
 /// Waits, without parking, for another thread that is a few instructions away from a store (a
