@@ -299,6 +299,12 @@ pub(crate) fn crowded() -> bool {
     if verdict.at != 0 && now.saturating_sub(verdict.at) < verdict.hold_ns() {
         return verdict.crowded;
     }
+    timed_yield(now)
+}
+
+/// Yields the CPU, records the verdict ([`note_yield`]) and returns it: `true` if crowded.
+/// `now` is the clock as the caller just read it.
+fn timed_yield(now: u64) -> bool {
     yield_now();
     let after = now_ns();
     note_yield(after.saturating_sub(now), after);
@@ -320,17 +326,12 @@ pub(crate) fn core_is_free() -> bool {
     let Ok(verdict) = CROWDED.try_with(core::cell::Cell::get) else {
         return false;
     };
-    let before = now_ns();
-    if verdict.crowded
-        && verdict.streak >= 2
-        && before.saturating_sub(verdict.at) < verdict.hold_ns()
+    let now = now_ns();
+    if verdict.crowded && verdict.streak >= 2 && now.saturating_sub(verdict.at) < verdict.hold_ns()
     {
         return false;
     }
-    yield_now();
-    let after = now_ns();
-    note_yield(after.saturating_sub(before), after);
-    after.saturating_sub(before) < ALONE_YIELD_NS
+    !timed_yield(now)
 }
 
 /// Waits, without parking, for another thread that is a few instructions away from a store (a
