@@ -226,8 +226,9 @@ const CROWDED_RECHECK_NS: u64 = 1_000_000;
 /// machine, waiters that timed a yield every 1 ms (the verdict being older at nearly every
 /// wait) waited 1.2-3.7 ms on average for a CPU after each wake-up (`perf sched latency`), and
 /// the locks moved 140-370 messages a second against parking_lot's 40,000-100,000; with this
-/// cap (and [`core_is_free`]), medians of 7 invocations 19,600-59,200 (parking_lot 52,500). Without other load, 32 threads (`counter`, `hammer`, medians of 4
-/// invocations; BENCHMARKS.md, "A crowded verdict that stands"): with a 1 ms hold the locks
+/// cap (and [`core_is_free`]), medians of 7 invocations 19,600-59,200 (parking_lot 52,500).
+/// Without other load, 32 threads (`counter`, `hammer`, medians of 4 invocations;
+/// BENCHMARKS.md, "A crowded verdict that stands"): with a 1 ms hold the locks
 /// made 1.14-1.19x parking_lot on `counter` with a `max_min` of 29-63 (parking_lot's 1.9);
 /// capped at 8, 32 or 128 ms, 0.89-1.09x with a `max_min` of 1.5-8.1. At this cap a thread on
 /// a core that stays crowded spends at most one time slice in 128 ms on the test, and one whose
@@ -245,6 +246,11 @@ struct Verdict {
 }
 
 impl Verdict {
+    /// Whether the verdict still stands at `now` (a verdict never made does not).
+    fn stands(self, now: u64) -> bool {
+        self.at != 0 && now.saturating_sub(self.at) < self.hold_ns()
+    }
+
     /// How long the verdict stands.
     fn hold_ns(self) -> u64 {
         if self.crowded {
@@ -296,7 +302,7 @@ pub(crate) fn crowded() -> bool {
         return true;
     };
     let now = now_ns();
-    if verdict.at != 0 && now.saturating_sub(verdict.at) < verdict.hold_ns() {
+    if verdict.stands(now) {
         return verdict.crowded;
     }
     timed_yield(now)
@@ -327,8 +333,7 @@ pub(crate) fn core_is_free() -> bool {
         return false;
     };
     let now = now_ns();
-    if verdict.crowded && verdict.streak >= 2 && now.saturating_sub(verdict.at) < verdict.hold_ns()
-    {
+    if verdict.crowded && verdict.streak >= 2 && verdict.stands(now) {
         return false;
     }
     !timed_yield(now)

@@ -39,6 +39,16 @@ pub fn parse_unique<T: PartialEq, E>(
     Ok(List(chosen))
 }
 
+/// A number of microseconds for a tunable: any non-negative number up to 10^12 (the setter
+/// checks the tunable's own range, so that its error names it); `None` if it is not one.
+pub fn parse_micros(value: &str) -> Option<f64> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|us| (0.0..=1e12).contains(us))
+}
+
 /// The value of `all` named `item` (`name` gives each one's name).
 pub fn find_named<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str, item: &str) -> Option<T> {
     all.iter().copied().find(|&value| name(value) == item)

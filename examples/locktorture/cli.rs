@@ -586,16 +586,14 @@ fn parse_number_list(flag: &str, value: &str, min: u64, max: u64) -> Result<List
 // One value parser per option: clap calls them with the value only, and every message names the
 // option.
 
-/// Any non-negative number of microseconds: the range is the setter's to check, so that its
-/// error names it.
+/// A number of microseconds (`common::cli::parse_micros`), the message worded for `flag`.
 fn parse_micros(flag: &str, value: &str) -> Result<f64, CliError> {
-    match value.trim().parse::<f64>() {
-        Ok(us) if (0.0..=1e12).contains(&us) => Ok(us),
-        _ => Err(CliError(format!(
+    crate::common::cli::parse_micros(value).ok_or_else(|| {
+        CliError(format!(
             "invalid value '{value}' for {flag}; expected {}",
             expected_value(flag)
-        ))),
-    }
+        ))
+    })
 }
 
 fn parse_spin_us(value: &str) -> Result<f64, CliError> {

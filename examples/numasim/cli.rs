@@ -635,8 +635,6 @@ fn parse_window(value: &str) -> Result<(u64, u64), String> {
 
 /// A non-negative number of microseconds; the setters check the range.
 fn parse_micros(value: &str) -> Result<f64, String> {
-    match value.trim().parse::<f64>() {
-        Ok(us) if (0.0..=1e12).contains(&us) => Ok(us),
-        _ => Err("expected a non-negative number of microseconds, e.g. 5 or 0.5".to_string()),
-    }
+    crate::common::cli::parse_micros(value)
+        .ok_or_else(|| "expected a non-negative number of microseconds, e.g. 5 or 0.5".to_string())
 }
