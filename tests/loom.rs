@@ -101,7 +101,12 @@ fn mcs_stealing_against_head() {
     // and the head's acquisition racing with arrivals.
     tunables::reset_defaults();
     tunables::set_stealing(true).unwrap();
+    loom_probe::take_free_locks_left();
     model(2, || contend!(RawMcs, 3usize, 1usize, |_| 0, 1 << 40));
+    assert!(
+        loom_probe::take_free_locks_left() > 0,
+        "no arrival left a free lock to the queue's head"
+    );
 }
 
 #[test]
@@ -231,11 +236,16 @@ fn cna_deferred_handoff() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
     loom_probe::take_handed_stores();
+    loom_probe::take_deferred_releases();
     model(2, || {
         contend!(RawCna, 3usize, 2usize, |t: usize| usize::from(t == 2), 0)
     });
     assert!(
         loom_probe::take_handed_stores() > 0,
         "no execution took a handed lock with a plain store (HANDED)"
+    );
+    assert!(
+        loom_probe::take_deferred_releases() > 0,
+        "no unlock handed on from a proxy before freeing the lock"
     );
 }

@@ -107,9 +107,14 @@ fn hq_node_joins_fifo_while_last_local_waiter_leaves() {
 fn hq_deferred_handoff_claim_race() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_deferred_releases();
     model(2, || {
         contend(RawHq::new_hierarchical, &[(0, 2), (0, 2), (1, 1)])
     });
+    assert!(
+        loom_probe::take_deferred_releases() > 0,
+        "no unlock found a deferral before freeing the lock"
+    );
 }
 
 /// The first sustained contention allocates the per-node queues while other threads arrive

@@ -49,8 +49,9 @@
 //! head leaves a **proxy** node in its place at the head of the queue (its thread's second node,
 //! `qnode::take_proxy`), carrying our node id and the secondary queue in the proxy's `HEAD`
 //! status, and records the proxy's index in the lock word's upper bits. `unlock` (by whichever
-//! thread releases the lock, before it releases it) reorders from the proxy and chooses the next
-//! head by the rules above (never deferring again), then gives the proxy back. While the proxy
+//! thread releases the lock; its `fetch_sub` returns the index, and the recorded bits keep the
+//! lock held until it is done) reorders from the proxy and chooses the next head by the rules
+//! above (never deferring again), then gives the proxy back and frees the lock. While the proxy
 //! is the tail, arrivals link behind it like behind any waiter; nobody waits on its status.
 //! The holder still owns no node, so nested locking and guards moved to other threads work as
 //! for every lock; a second CNA lock held while the proxy is busy simply does not defer. On a
@@ -148,7 +149,8 @@ impl RawCna {
     pub unsafe fn unlock_fair(&self) {
         self.core.on_release();
         if self.core.word.has_proxy() {
-            self.hand_from_proxy(true);
+            let proxy = self.core.word.take_recorded_proxy();
+            self.hand_from_proxy(proxy, true);
         }
         self.core
             .word
@@ -272,8 +274,7 @@ impl RawCna {
     /// head as the holder would have, and give the proxy back. Runs before the lock word is
     /// released, by whichever thread unlocks.
     #[cold]
-    fn hand_from_proxy(&self, fair: bool) {
-        let proxy = self.core.word.take_recorded_proxy();
+    fn hand_from_proxy(&self, proxy: u32, fair: bool) {
         let p = node(proxy);
         // Relaxed: written by the holder before `record_proxy`; we hold the lock it held.
         let numa = p.numa.load(Ordering::Relaxed);
@@ -626,16 +627,12 @@ impl crate::raw::QueuePolicy for RawCna {
         RawCna::lock_queued(self, me, deadline)
     }
 
-    #[inline(always)]
-    fn before_unlock(&self) {
-        // A proxy recorded (only we, the holder, record one) is handed on before the release.
-        // Looked up with a load, not a CAS expecting `LOCKED`: that CAS fails on every queued
-        // handoff (the head reserved the lock). A CAS-first release made CnaMutex faster on
-        // `x5-4` `counter` at 16-72 threads (2.50-2.55 against 2.30-2.36 M/s) but sent 3.6-4.3%
-        // of its handoffs across sockets, against 1.2-1.5% (numa_sim, seed 1).
-        if self.core.word.has_proxy() {
-            self.hand_from_proxy(false);
-        }
+    #[inline]
+    fn hand_on_deferred(&self, proxy: u32) {
+        // `unlock` found a proxy recorded (only the holder records one). The release's one
+        // `fetch_sub` told it, so the common release reads nothing first (see
+        // `LockWord::unlock`); the lock stays held until the handoff from the proxy is made.
+        self.hand_from_proxy(proxy, false);
     }
 }
 

@@ -127,11 +127,11 @@
 //!      likely to be back within our critical section, so **defer**: publish
 //!      `deferred = F | count << 32 | streak << 51 | s << 56` (an unclaimed one at `count = 0`
 //!      counts as a barren turn; a `count` of 2^19 or more ends the turn instead), mark the
-//!      lock word (`x → x | DEFERRED_MARK << PROXY_SHIFT`, so that the unlock's one-CAS fast
-//!      path fails) and return without a head. A representative of slot `s` that arrives during
-//!      the critical section claims it (step 3); `unlock` clears the mark and makes `F` head if
-//!      nobody did (`deferred: d → 0` by CAS, before the lock word is released, so exactly one
-//!      of them wins);
+//!      lock word (`x → x | DEFERRED_MARK << PROXY_SHIFT`: the unlock's `fetch_sub` returns
+//!      it, and it keeps the lock held until the unlock clears it) and return without a head. A
+//!      representative of slot `s` that arrives during the critical section claims it (step
+//!      3); `unlock` makes `F` head if nobody did (`deferred: d → 0` by CAS, before the lock
+//!      word is freed, so exactly one of them wins), then clears the mark;
 //!    - otherwise `F` becomes head with count 0.
 //!
 //! Without deferral the local successor would be chosen when the holder *acquires*, a moment
@@ -210,7 +210,8 @@ const FLAT: u32 = 0;
 const HIERARCHICAL: u32 = 1;
 
 /// What `pass_headship` records in the lock word's proxy bits (see `LockWord`) when it defers a
-/// handoff: any nonzero value makes the unlock's fast path fail. (HQ has no proxy node; the
+/// handoff: any nonzero value keeps the lock held after the unlock's `fetch_sub`, which then
+/// makes the deferred handoff (see `LockWord::unlock`). (HQ has no proxy node; the
 /// deferral itself is in `NodeQueues::deferred`.)
 const DEFERRED_MARK: u32 = 1;
 
@@ -672,7 +673,10 @@ impl RawHq {
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
         self.core.on_release();
-        self.hand_deferred();
+        if self.core.word.has_proxy() {
+            self.core.word.take_recorded_proxy();
+            self.hand_deferred();
+        }
         // Relaxed (the fences in `LockWord::unlock_fair` order the second look): a local waiter
         // always has its representative in the FIFO, so an empty FIFO means nobody waits.
         self.core
@@ -711,18 +715,15 @@ impl RawHq {
         unsafe { queues.as_ref() }
     }
 
-    /// Before the lock is released: if the holder deferred a handoff (marked in the lock word)
-    /// and no arrival claimed it, make the FIFO front it kept waiting head. Only the lock word
-    /// is read when nothing was deferred: reading `queues` and `deferred` on every unlock cost
-    /// 18-40% of the throughput at 2-4 threads in numa_sim (kunpeng920, counter workload:
-    /// 1.60 against 1.95 M/s at 2 threads, 0.95 against 1.58 at 4), because it widened the
-    /// window in which a waiting thread's look takes the lock's line away before the unlock.
-    #[inline]
+    /// Before the lock is freed, once the release found the deferral's mark in the lock word
+    /// (see `LockWord::unlock`): if no arrival claimed the deferred handoff, make the FIFO
+    /// front it kept waiting head. Nothing but the lock word's release is touched when nothing
+    /// was deferred: reading `queues` and `deferred` on every unlock cost 18-40% of the
+    /// throughput at 2-4 threads in numa_sim (kunpeng920, counter workload: 1.60 against
+    /// 1.95 M/s at 2 threads, 0.95 against 1.58 at 4), because it widened the window in which a
+    /// waiting thread's look takes the lock's line away before the unlock.
+    #[cold]
     fn hand_deferred(&self) {
-        if !self.core.word.has_proxy() {
-            return;
-        }
-        self.core.word.take_recorded_proxy();
         let Some(queues) = self.queues() else { return };
         if let Some(d) = queues.take_deferred() {
             // Nobody of our node came back: a deferral made at the turn's first acquisition
@@ -1095,8 +1096,8 @@ impl RawHq {
                         slot,
                     };
                     queues.deferred.store(deferred.pack(), Ordering::Release);
-                    // Make `unlock`'s one-CAS fast path fail, so that it looks for the
-                    // deferral (see `hand_deferred`).
+                    // Tell `unlock` (its `fetch_sub` returns the mark) to make the deferred
+                    // handoff before it frees the lock (see `hand_deferred`).
                     self.core.word.record_proxy(DEFERRED_MARK);
                 }
                 Some(Local { queues, .. }) if count == 0 => {
@@ -1305,16 +1306,14 @@ impl crate::raw::QueuePolicy for RawHq {
         RawHq::lock_queued(self, me, deadline)
     }
 
-    #[inline(always)]
-    fn before_unlock(&self) {
-        // A handoff the holder deferred (only we record one) is made before the release.
-        // Looked up with a load, not a CAS expecting `LOCKED`: that CAS fails on every queued
-        // handoff (the head reserved the lock), and the release then takes a second round
-        // trip (numa_sim, `x5-4` `counter`, 16-32 threads: 2.06-2.08 against 2.79-3.11 M/s,
-        // fairness factor 0.64 against 0.50).
-        if self.core.word.has_proxy() {
-            self.hand_deferred();
-        }
+    #[inline]
+    fn hand_on_deferred(&self, proxy: u32) {
+        // `unlock` found the deferral's mark (only the holder records one), from the release's
+        // one `fetch_sub`: the common release reads nothing first (a load of the word before
+        // it cost a second transfer whenever a waiter's look took the line in between; see
+        // `LockWord::unlock`). The lock stays held until the deferred handoff is made.
+        debug_assert_eq!(proxy, DEFERRED_MARK);
+        self.hand_deferred();
     }
 }
 

@@ -41,13 +41,14 @@ use crate::wait::{self, SpinBudget};
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
 /// | `HANDED \| NO_STEAL` (± `LOCKED`, `FAIR`) | the holder made its marked successor head: the reservation is that head's alone, and it takes the free lock with a plain store |
 /// | `LOCKED \| proxy << PROXY_SHIFT` | held; the holder deferred its handoff: CNA left the proxy node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder writes these bits) |
+/// | `proxy << PROXY_SHIFT` (± flags) | still held (`HELD`): the unlocker has released `LOCKED` and is making the deferred handoff |
 ///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
 ///
 /// Transitions (who performs them):
 /// - lock fast path: `0 → LOCKED` (CAS, Acquire);
 /// - steal (slow path, only while `NO_STEAL` is clear): `x → x | LOCKED` (CAS, Acquire);
-/// - queue head acquires: `x → LOCKED` when `x & LOCKED == 0` (CAS, Acquire; a CAS even when
+/// - queue head acquires: `x → LOCKED` when `x & HELD == 0` (CAS, Acquire; a CAS even when
 ///   the lock is reserved for it, since `clear_reservation` may lift the reservation meanwhile);
 ///   this clears `PARKED`, `NO_STEAL` and `FAIR`, which only the head consumes;
 /// - queue head, when it has been overtaken too long, stealing is off, or it has marked its
@@ -62,22 +63,24 @@ use crate::wait::{self, SpinBudget};
 ///   can take a free word with `HANDED`, and the other writers of a free word only clear
 ///   bits: the unlocker's `PARKED`, a stale `clear_reservation`); before it parks or gives
 ///   up, it clears `HANDED` (with the reservation it lifts);
-/// - queue head, before sleeping: `x → x | PARKED` (only while `LOCKED`, so an unlock follows);
+/// - queue head, before sleeping: `x → x | PARKED` (only while `HELD`, so an unlock follows);
 /// - unlock: `x → x - LOCKED` (fetch_sub, Release: one RMW that cannot fail, whatever flags the
-///   head set); if `PARKED` was set, `x → x & !PARKED` (fetch_and), then wake. Clearing
+///   head set); if it returned proxy bits, the unlocker makes the deferred handoff and then
+///   frees the lock, `x → x & FLAGS & !PARKED` (fetch_and, Release); otherwise, if `PARKED`
+///   was set, `x → x & !PARKED` (fetch_and); then wake if `PARKED` was set. Clearing
 ///   `PARKED` with the wake matters: if a stealer retakes the lock before the woken head runs,
 ///   its unlock must not pay for another wake (the head sets `PARKED` again if it sleeps again);
 /// - unlock_fair with waiters queued: `x → (x - LOCKED - PARKED) | NO_STEAL | FAIR` (CAS,
 ///   Release), then wake if `PARKED` was set;
-/// - CNA or HQ holder deferring its handoff: `x → x | proxy << PROXY_SHIFT` (fetch_or); the thread
-///   that unlocks takes it back, `x → x & FLAGS` (fetch_and), before any of the unlocks above,
-///   so the proxy bits never outlive `LOCKED`;
+/// - CNA or HQ holder deferring its handoff: `x → x | proxy << PROXY_SHIFT` (fetch_or); the
+///   thread that unlocks takes it back: `unlock` as above, and `unlock_fair` with
+///   `x → x & FLAGS` (fetch_and) before its CAS;
 /// - a thread that empties the queue without the lock (a timed head giving up, or a handoff
 ///   whose every remaining waiter had abandoned its place): `x → x & !(NO_STEAL | FAIR)`, since
 ///   no head is left to consume the reservation (`clear_reservation`). `PARKED` is never cleared
 ///   there: a new head may already sleep behind it; nor `HANDED`: it belongs to a head.
 ///
-/// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `LOCKED`
+/// Only the queue head ever sleeps on the lock word, and `PARKED` is only ever set with `HELD`
 /// (by the head) and cleared by the unlock that wakes it, before the wake (or by the head's
 /// acquisition): any unlock that frees the lock while `PARKED` is set issues a wake, so the head
 /// cannot sleep through a release (see `wait.rs` for why a wake cannot be lost).
@@ -123,6 +126,9 @@ const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
 const PROXY_SHIFT: u32 = 5;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
+/// The lock is held while any of these is set: `LOCKED`, or the proxy bits, which outlive
+/// `LOCKED` for the moment `unlock` makes the deferred handoff (see `LockWord::unlock`).
+const HELD: u32 = LOCKED | !FLAGS;
 
 impl LockWord {
     const_fn! {
@@ -147,7 +153,7 @@ impl LockWord {
     #[inline]
     pub(crate) fn try_steal(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
-        while s & (LOCKED | NO_STEAL | HANDED) == 0 {
+        while s & (HELD | NO_STEAL | HANDED) == 0 {
             // Acquire: pairs with the Release of the previous unlock.
             match self.state.compare_exchange_weak(
                 s,
@@ -171,12 +177,40 @@ impl LockWord {
     /// which is what keeps two threads taking turns as fast as parking_lot. As soon as someone
     /// queues, arrivals queue behind it, so this never overtakes a waiter that has been waiting
     /// longer than this brief spin.
+    ///
+    /// An arrival that finds the lock free while waiters are queued does not take it either: the
+    /// lock is between a release and its head's reservation. Since the release is one RMW (see
+    /// [`unlock`](Self::unlock)), that window is open at most handoffs, and arrivals from any
+    /// node took 7.6% of CnaMutex's acquisitions through it (`x5-4`, `counter`, 32 threads,
+    /// 0.01% before), sending 3.5% of its handoffs across sockets instead of 1.4%; on
+    /// `kunpeng920` HqMutex's `counter` at 32 threads fell from 3.86 to 2.62 M/s with 57% of its
+    /// handoffs remote. With this rule: 2.56 M/s and 1.3% for CnaMutex (1.6% stolen), 3.63 M/s
+    /// and 1.5% for HqMutex (numa_sim, seed 1; BENCHMARKS.md, "One RMW to release").
+    ///
+    /// The rule holds only where heads mark and reserve ([`wait::may_mark`]: 3 or more CPUs and
+    /// a core that is not crowded). On a crowded core the head it would wait for may be
+    /// preempted, and stealing is what keeps the queue moving then (DESIGN §2). On the 2-core
+    /// development machine the rule everywhere cost real threads: `locktorture` medians of 5,
+    /// `counter` at 8 threads 1.21 → 1.02 of parking_lot (McsMutex) and 1.11 → 0.88
+    /// (CnaMutex), `hammer` at 32 threads 1.00 → 0.84 (McsMutex).
     #[inline]
     pub(crate) fn spin_steal(
         &self,
         nobody_queued: impl Fn() -> bool,
         deadline: Option<u64>,
     ) -> bool {
+        // A free lock with waiters queued is in the middle of a handoff: its head has not
+        // reserved it yet. Leave it to the head (the fast path's CAS from 0 still takes it),
+        // where heads mark and reserve at all. Relaxed: a hint; the CAS that takes the lock
+        // carries the ordering.
+        if self.state.load(Ordering::Relaxed) & (HELD | NO_STEAL | HANDED) == 0
+            && !nobody_queued()
+            && wait::may_mark()
+        {
+            #[cfg(loom)]
+            crate::sync::loom_probe::free_lock_left();
+            return false;
+        }
         for attempt in 0..STEAL_TRIES {
             if self.try_steal() {
                 return true;
@@ -256,26 +290,50 @@ impl LockWord {
     /// read-modify-write that cannot fail, whatever flags the queue head set meanwhile (a CAS
     /// expecting `LOCKED` would fail on every contended handoff, which reserves the lock, and
     /// cost a second round trip on the handoff's critical path). The flags stay for the head to
-    /// consume; a CNA proxy or HQ deferral must have been dealt with first (`has_proxy`).
-    /// Release: publishes the critical section to the next holder (pairs with the Acquire of
-    /// every acquisition).
+    /// consume. Release: publishes the critical section to the next holder (pairs with the
+    /// Acquire of every acquisition).
+    ///
+    /// A CNA proxy or HQ deferral (proxy bits, see [`record_proxy`](Self::record_proxy)) keeps
+    /// the lock held (`HELD`) after the `fetch_sub`: the returned word tells us, and
+    /// `hand_on(proxy)` makes the deferred handoff before `unlock_slow` clears the bits. So the
+    /// common release is this one RMW, with no look at the word before it: CNA and HQ used to
+    /// load the word first, and when a waiter's look had taken the line meanwhile the release
+    /// paid two transfers (numa_sim, `x5-4` `counter`, 2 threads: 1.40 against McsMutex's
+    /// 2.07 M/s; BENCHMARKS.md, "One RMW to release").
     #[inline(always)]
-    pub(crate) fn unlock(&self) {
+    pub(crate) fn unlock(&self, hand_on: impl FnOnce(u32)) {
         let old = self.state.fetch_sub(LOCKED, Ordering::Release);
-        if old & PARKED != 0 {
-            self.wake_head();
+        if old & (PARKED | !FLAGS) != 0 {
+            self.unlock_slow(old, hand_on);
         }
     }
 
-    /// The head slept when we released: clear `PARKED` (the head sets it again before it next
-    /// sleeps), then wake it. The clear comes before the wake, so a head that set `PARKED`
-    /// again meanwhile is woken too (its futex wait sees the word changed or gets the wake).
-    /// Relaxed: the flag carries no data; the caller still borrows the lock, so it is alive.
+    /// The rest of a release after its `fetch_sub` returned `old`: with a recorded proxy, the
+    /// deferred handoff, then `x → x & FLAGS & !PARKED`, which frees the lock; then wake the
+    /// head if it slept (`PARKED` in `old`, or set while we handed on).
+    ///
+    /// Clearing `PARKED` with the wake matters: if a stealer retakes the lock before the woken
+    /// head runs, its unlock must not pay for another wake (the head sets `PARKED` again if it
+    /// sleeps again). The clear comes before the wake, so a head that set `PARKED` again
+    /// meanwhile is woken too (its futex wait sees the word changed or gets the wake).
     #[cold]
-    fn wake_head(&self) {
+    fn unlock_slow(&self, old: u32, hand_on: impl FnOnce(u32)) {
         let word: *const AtomicU32 = &self.state;
-        self.state.fetch_and(!PARKED, Ordering::Relaxed);
-        wait::unpark(word);
+        let was = if old & !FLAGS == 0 {
+            // Relaxed: the flag carries no data; the caller still borrows the lock, so it is
+            // alive.
+            self.state.fetch_and(!PARKED, Ordering::Relaxed)
+        } else {
+            #[cfg(loom)]
+            crate::sync::loom_probe::deferred_release();
+            hand_on(old >> PROXY_SHIFT);
+            // Release: the handoff's queue writes (and the critical section) are published to
+            // the next holder, whose acquisition can only read this store or a later one.
+            self.state.fetch_and(FLAGS & !PARKED, Ordering::Release)
+        };
+        if was & PARKED != 0 {
+            wait::unpark(word);
+        }
     }
 
     /// Releases the lock for the queue head: `x → (x - LOCKED) | NO_STEAL | FAIR`, so no arrival
@@ -287,7 +345,7 @@ impl LockWord {
     /// nobody is left (`clear_reservation` on both sides; see there for the fences).
     pub(crate) fn unlock_fair(&self, has_waiters: impl Fn() -> bool) {
         if !has_waiters() {
-            return self.unlock();
+            return self.unlock(|_| {});
         }
         let word: *const AtomicU32 = &self.state;
         let mut s = self.state.load(Ordering::Relaxed);
@@ -339,7 +397,7 @@ impl LockWord {
 
     #[inline]
     pub(crate) fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & LOCKED != 0
+        self.state.load(Ordering::Relaxed) & HELD != 0
     }
 
     /// The queue head's wait: spin, then park, until the lock is free and this thread takes it,
@@ -393,7 +451,7 @@ impl LockWord {
         let mut looks = 0u32;
         loop {
             let s = self.state.load(Ordering::Relaxed);
-            if s & LOCKED == 0 {
+            if s & HELD == 0 {
                 let fair = s & FAIR != 0;
                 if s & HANDED != 0 {
                     // Handed to us (see `HANDED`): nobody else can take the free lock or set a
@@ -1067,10 +1125,16 @@ pub(crate) trait QueuePolicy {
     /// `LockCore::lock_contended`).
     fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued;
 
-    /// What the holder finishes before it releases the lock (CNA hands on from its proxy node,
-    /// HQ makes the handoff it deferred); nothing for MCS.
-    #[inline(always)]
-    fn before_unlock(&self) {}
+    /// What `unlock` finishes after its `fetch_sub` returned the proxy bits `proxy` (never 0)
+    /// and before it frees the lock (see `LockWord::unlock`): CNA hands on from its proxy
+    /// node, HQ makes the handoff it deferred. MCS never records a proxy.
+    #[inline]
+    fn hand_on_deferred(&self, proxy: u32) {
+        debug_assert_eq!(
+            proxy, 0,
+            "a proxy recorded by a lock that defers no handoff"
+        );
+    }
 }
 
 /// Implements the inherent `lock`, `try_lock`, `unlock` and `try_lock_for`, and
@@ -1117,8 +1181,9 @@ macro_rules! impl_raw_mutex {
             #[inline]
             pub unsafe fn unlock(&self) {
                 self.core.on_release();
-                $crate::raw::QueuePolicy::before_unlock(self);
-                self.core.word.unlock();
+                self.core
+                    .word
+                    .unlock(|proxy| $crate::raw::QueuePolicy::hand_on_deferred(self, proxy));
             }
 
             /// Acquires the lock if it can within `timeout`: `true` once this thread holds it,

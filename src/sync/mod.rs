@@ -336,6 +336,31 @@ pub mod loom_probe {
     pub fn take_handed_stores() -> u64 {
         HANDED_STORES.swap(0, Relaxed)
     }
+
+    static DEFERRED_RELEASES: AtomicU64 = AtomicU64::new(0);
+
+    /// An unlock found a deferred handoff (proxy bits) in its `fetch_sub`'s result and made it
+    /// before freeing the lock.
+    pub(crate) fn deferred_release() {
+        DEFERRED_RELEASES.fetch_add(1, Relaxed);
+    }
+
+    /// The deferred handoffs made by unlocks since the last call, and restarts the count.
+    pub fn take_deferred_releases() -> u64 {
+        DEFERRED_RELEASES.swap(0, Relaxed)
+    }
+
+    static FREE_LOCKS_LEFT: AtomicU64 = AtomicU64::new(0);
+
+    /// An arrival found the lock free with waiters queued and left it to the queue's head.
+    pub(crate) fn free_lock_left() {
+        FREE_LOCKS_LEFT.fetch_add(1, Relaxed);
+    }
+
+    /// The free locks left to a queue head since the last call, and restarts the count.
+    pub fn take_free_locks_left() -> u64 {
+        FREE_LOCKS_LEFT.swap(0, Relaxed)
+    }
 }
 
 #[cfg(loom)]
