@@ -148,13 +148,10 @@ impl RawCna {
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
         self.core.on_release();
-        if self.core.word.has_proxy() {
-            let proxy = self.core.word.take_recorded_proxy();
-            self.hand_from_proxy(proxy, true);
-        }
-        self.core
-            .word
-            .unlock_fair(|| self.tail.load(Ordering::Relaxed) != 0);
+        self.core.word.unlock_fair(
+            || self.tail.load(Ordering::Relaxed) != 0,
+            |proxy| self.hand_from_proxy(proxy, true),
+        );
     }
 
     /// Whether the lock is held (a snapshot).

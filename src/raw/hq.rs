@@ -673,15 +673,12 @@ impl RawHq {
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
         self.core.on_release();
-        if self.core.word.has_proxy() {
-            self.core.word.take_recorded_proxy();
-            self.hand_deferred();
-        }
         // Relaxed (the fences in `LockWord::unlock_fair` order the second look): a local waiter
         // always has its representative in the FIFO, so an empty FIFO means nobody waits.
-        self.core
-            .word
-            .unlock_fair(|| self.fifo_tail.load(Ordering::Relaxed) != 0);
+        self.core.word.unlock_fair(
+            || self.fifo_tail.load(Ordering::Relaxed) != 0,
+            |_| self.hand_deferred(),
+        );
     }
 
     /// Whether the lock is held (a snapshot).

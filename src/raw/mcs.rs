@@ -70,9 +70,10 @@ impl RawMcs {
     /// The lock must be held.
     pub unsafe fn unlock_fair(&self) {
         self.core.on_release();
-        self.core
-            .word
-            .unlock_fair(|| self.tail.load(Ordering::Relaxed) != 0);
+        self.core.word.unlock_fair(
+            || self.tail.load(Ordering::Relaxed) != 0,
+            |proxy| crate::raw::QueuePolicy::hand_on_deferred(self, proxy),
+        );
     }
 
     /// Whether the lock is held (a snapshot).

@@ -343,7 +343,13 @@ impl LockWord {
     /// lock while we release it: if the last waiter left just before our reservation landed, it
     /// found nothing to clear, so we look again after setting it and clear it ourselves if
     /// nobody is left (`clear_reservation` on both sides; see there for the fences).
-    pub(crate) fn unlock_fair(&self, has_waiters: impl Fn() -> bool) {
+    ///
+    /// A recorded proxy is taken back first and `hand_on(proxy)` makes the deferred handoff,
+    /// as in [`unlock`](Self::unlock), while `LOCKED` still holds the lock.
+    pub(crate) fn unlock_fair(&self, has_waiters: impl Fn() -> bool, hand_on: impl FnOnce(u32)) {
+        if self.has_proxy() {
+            hand_on(self.take_recorded_proxy());
+        }
         if !has_waiters() {
             return self.unlock(|_| {});
         }
@@ -384,14 +390,15 @@ impl LockWord {
 
     /// Whether the holder left a proxy node in the queue (a snapshot; exact for the holder).
     #[inline]
-    pub(crate) fn has_proxy(&self) -> bool {
+    fn has_proxy(&self) -> bool {
         self.state.load(Ordering::Relaxed) & !FLAGS != 0
     }
 
-    /// Clears and returns the proxy index recorded by [`record_proxy`](Self::record_proxy) (0 if none). Called by the
-    /// thread that holds the lock, before it releases it. Relaxed: see `record_proxy`.
+    /// Clears and returns the proxy index recorded by [`record_proxy`](Self::record_proxy) (0
+    /// if none). Called by the thread that holds the lock, before it releases it (`unlock_fair`).
+    /// Relaxed: see `record_proxy`.
     #[inline]
-    pub(crate) fn take_recorded_proxy(&self) -> u32 {
+    fn take_recorded_proxy(&self) -> u32 {
         self.state.fetch_and(FLAGS, Ordering::Relaxed) >> PROXY_SHIFT
     }
 
