@@ -76,6 +76,23 @@ pub(crate) fn may_mark() -> bool {
     (EXHAUSTIVE || cpus() >= 3) && !crowded()
 }
 
+/// [`may_mark`] without a clock read: the last crowding verdict, however old (`false` if this
+/// thread has none yet). For a new queue head's mark before its first look at the lock
+/// (`raw::premark`), which the head checks against [`may_mark`] if it has to wait.
+#[inline]
+pub(crate) fn may_mark_hint() -> bool {
+    if !(EXHAUSTIVE || cpus() >= 3) {
+        return false;
+    }
+    EXHAUSTIVE
+        || CROWDED
+            .try_with(|c| {
+                let v = c.get();
+                v.at != 0 && !v.crowded
+            })
+            .unwrap_or(false)
+}
+
 /// The largest backoff step: batches of `2^MAX_STEP` spins (64 `pause`s, 0.3 to 3 µs depending
 /// on the CPU; a cap of 8, parking_lot's, cost a third of the 2-thread throughput here).
 const MAX_STEP: u32 = 6;

@@ -102,10 +102,20 @@ fn mcs_stealing_against_head() {
     tunables::reset_defaults();
     tunables::set_stealing(true).unwrap();
     loom_probe::take_free_locks_left();
+    loom_probe::take_premarks();
+    loom_probe::take_unreserved_handoffs();
     model(2, || contend!(RawMcs, 3usize, 1usize, |_| 0, 1 << 40));
     assert!(
         loom_probe::take_free_locks_left() > 0,
         "no arrival left a free lock to the queue's head"
+    );
+    assert!(
+        loom_probe::take_premarks() > 0,
+        "no new head marked its successor before its first look (premark)"
+    );
+    assert!(
+        loom_probe::take_unreserved_handoffs() > 0,
+        "no holder made its marked successor head with the lock left unreserved"
     );
 }
 
@@ -225,6 +235,30 @@ fn cna_move_to_secondary_then_splice() {
         );
     });
     assert_secondary_reached();
+}
+
+/// Stealing on, two threads of node 0 and one of node 1, two rounds each: a holder that makes
+/// its marked successor of the same node head leaves the lock reserved for that node (`LOCAL`),
+/// and an arrival of node 0 (the holder re-taking it, most often) takes the free lock past the
+/// new head while an arrival of node 1 queues. Covers the second CAS after a failed fast path
+/// (`take_local`) racing with the head's CAS.
+#[test]
+fn cna_local_reservation() {
+    tunables::reset_defaults();
+    tunables::set_stealing(true).unwrap();
+    loom_probe::take_unreserved_handoffs();
+    loom_probe::take_local_steals();
+    model(2, || {
+        contend!(RawCna, 3usize, 2usize, |t: usize| usize::from(t == 2), 0)
+    });
+    assert!(
+        loom_probe::take_unreserved_handoffs() > 0,
+        "no holder made its marked successor head without reserving the lock for it"
+    );
+    assert!(
+        loom_probe::take_local_steals() > 0,
+        "no arrival of the reserved node took the free lock (LOCAL)"
+    );
 }
 
 #[test]

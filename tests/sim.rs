@@ -1022,55 +1022,66 @@ fn alternation_counts_the_windows_with_few_acquisitions_per_handoff() {
 
 /// A lock contended by one node's threads gains nothing from per-node queues: HqMutex stays
 /// flat (the plain queue lock) until a handoff crosses nodes. With every thread on one node of
-/// the Kunpeng 920 (`--placement packed`, 24 threads, seed 1) it stays within 10% of McsMutex
-/// (3.93 against 4.31 M/s since the handoff redesign of issue 25, which made both hand over in
-/// order instead of letting the releasing thread re-take the lock: 5.76 against 5.78 before);
-/// when it turned hierarchical regardless, it ran at 0.88x.
+/// the Kunpeng 920 (`--placement packed`, 24 threads, seed 1) it stays at 0.75x the kernel's
+/// `qspinlock` or above (0.78x: 3.89 against 5.00 M/s); when it turned hierarchical regardless,
+/// it ran at 0.88x its flat rate, which would be 0.69x.
+///
+/// (Until the heads premarked, this compared HqMutex with McsMutex, at 0.9x. McsMutex now makes
+/// its marked handoffs open and runs at 4.70 M/s here (BENCHMARKS.md, "Heads that premark");
+/// HqMutex reserves them, and its 3.89 M/s are unchanged. Issue 25 sets the targets against the
+/// kernel's locks.)
 #[cfg(not(feature = "stats"))]
 #[test]
 fn hq_stays_flat_on_one_node() {
-    use cli::LockKind::{Hq, Mcs};
+    use cli::LockKind::{Hq, QSpinLock};
     use cli::Placement::Packed;
     let _defaults = tunables();
-    let mcs = reference_run("kunpeng920", Mcs, cli::WorkloadKind::Counter, 24, Packed);
+    let kernel = reference_run(
+        "kunpeng920",
+        QSpinLock,
+        cli::WorkloadKind::Counter,
+        24,
+        Packed,
+    );
     let hq = reference_run("kunpeng920", Hq, cli::WorkloadKind::Counter, 24, Packed);
-    let ratio = hq.ops_per_sec / mcs.ops_per_sec;
+    let ratio = hq.ops_per_sec / kernel.ops_per_sec;
     println!(
-        "one node, 24 threads: HQ {:.2} M/s, MCS {:.2} M/s ({ratio:.3})",
+        "one node, 24 threads: HQ {:.2} M/s, qspinlock {:.2} M/s ({ratio:.3})",
         hq.ops_per_sec / 1e6,
-        mcs.ops_per_sec / 1e6
+        kernel.ops_per_sec / 1e6
     );
     assert_eq!(hq.remote_handoff_pct, 0.0);
-    assert!(ratio >= 0.9, "HQ/MCS {ratio:.3} on one node");
+    assert!(ratio >= 0.75, "HQ/qspinlock {ratio:.3} on one node");
 }
 
-/// Low contention on the Kunpeng 920, pinned on seed 1: HqMutex at least 0.78x McsMutex at 1-8
-/// threads, the reference `counter` workload as `numasim` runs it. Measured in brackets: 0.99,
-/// 0.81, 0.87, 0.95, 0.91, 1.04, 0.90, 1.04. (Issue 11 pinned 0.95x here; since the handoff
-/// redesign of issue 25, at 2-3 threads every acquisition is a steal for both locks, and HqMutex's
-/// release, which first looks for a deferred handoff, lands later in the other thread's
-/// stealing loop; a CAS-first release closes that gap, 1.00x at 2 threads, but costs HqMutex a
-/// second round trip on every queued handoff: 2.06 against 2.79 M/s at 16 threads on the X5-4.)
-/// At 5 and 6 threads the nodes have one or two threads each: the per-node queues keep little
-/// local, and the lock must go flat, where it is McsMutex. At 8 threads, two per node, it must
-/// stay hierarchical: it then crosses nodes in far fewer handoffs than McsMutex.
+/// Low contention on the Kunpeng 920, pinned on seed 1: HqMutex at least 0.78x the kernel's CNA
+/// (`cna-kernel`) at 1-8 threads, the reference `counter` workload as `numasim` runs it.
+/// Measured in brackets: 0.98, 0.86, 1.16, 0.89, 0.91, 0.86, 0.81, 0.88. (Issue 11 pinned 0.95x
+/// McsMutex here, and issue 25's first handoff redesign 0.78x McsMutex; since the heads premark,
+/// McsMutex makes its marked handoffs open (BENCHMARKS.md, "Heads that premark") and runs 14-33%
+/// faster at 4-8 threads, while HqMutex, which reserves them, is unchanged, so the pin now
+/// follows issue 25's targets, set against the kernel's locks.) At 2-3 threads every
+/// acquisition is a steal. At 5 and 6 threads the nodes have one or two threads each: the
+/// per-node queues keep little local, and the lock must go flat. At 8 threads, two per node, it
+/// must stay hierarchical: it then crosses nodes in far fewer handoffs than McsMutex.
 #[cfg(not(feature = "stats"))]
 #[test]
-fn hq_keeps_up_with_mcs_at_low_contention_on_kunpeng920() {
-    use cli::LockKind::{Hq, Mcs};
+fn hq_keeps_up_with_the_kernels_cna_at_low_contention_on_kunpeng920() {
+    use cli::LockKind::{CnaKernel, Hq, Mcs};
     let _defaults = tunables();
     for threads in 1..=8 {
-        let (mcs, hq) = (
-            reference("kunpeng920", Mcs, threads),
+        let (kernel, hq) = (
+            reference("kunpeng920", CnaKernel, threads),
             reference("kunpeng920", Hq, threads),
         );
-        let ratio = hq.ops_per_sec / mcs.ops_per_sec;
+        let ratio = hq.ops_per_sec / kernel.ops_per_sec;
         println!(
-            "{threads} threads: HQ/MCS {ratio:.3}, remote HQ {:.1}% MCS {:.1}%",
-            hq.remote_handoff_pct, mcs.remote_handoff_pct
+            "{threads} threads: HQ/cna-kernel {ratio:.3}, remote HQ {:.1}%",
+            hq.remote_handoff_pct
         );
-        assert!(ratio >= 0.78, "{threads} threads: HQ/MCS {ratio:.3}");
+        assert!(ratio >= 0.78, "{threads} threads: HQ/cna-kernel {ratio:.3}");
         if threads == 8 {
+            let mcs = reference("kunpeng920", Mcs, threads);
             assert!(
                 hq.remote_handoff_pct <= 0.5 * mcs.remote_handoff_pct,
                 "8 threads: HQ {:.1}% remote, MCS {:.1}%",

@@ -81,7 +81,7 @@
 
 use crate::qnode::{self, Queued, node, status};
 use crate::raw::{
-    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
+    LockCore, QueueLock, Token, impl_raw_mutex, premark, wait_for_head, wait_for_next, walk_links,
 };
 use crate::sync::{AtomicU32, EXHAUSTIVE, Ordering, const_fn, now_ns};
 use crate::tunables;
@@ -186,10 +186,8 @@ impl RawCna {
         let my = node(me);
         // A cell: the reordering changes it while the lockup walk may read it.
         let secondary = Cell::new(secondary);
-        let next = my.next.load(Ordering::Acquire);
-        if next != 0 {
-            prewake(node(next));
-        }
+        // Mark our successor at once (or wake it early if it sleeps): see `premark`.
+        let premarked = premark(my.next.load(Ordering::Acquire));
         // Shuffle reduction: with no secondary queue, reorder once in SHUFFLE_ONE_IN handoffs,
         // unless the queue shows sustained contention (two or more waiters behind us), where
         // reordering pays for itself.
@@ -228,6 +226,7 @@ impl RawCna {
                 undecided
             },
             successor,
+            premarked,
             deadline,
             watch,
         );
@@ -436,7 +435,11 @@ impl RawCna {
             return true;
         }
         if next == marked {
-            self.core.word.hand_to_marked(node(next), secondary);
+            self.core.word.hand_to_marked(
+                node(next),
+                secondary,
+                crate::raw::local_home(node(next)),
+            );
         } else {
             unmark_unless(next);
             self.hand_headship(next, secondary);

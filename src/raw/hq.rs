@@ -829,6 +829,13 @@ impl RawHq {
                 local_next
             }
         };
+        // Wake it early if it sleeps. HQ does not `premark`: it hands a marked successor a
+        // reserved lock (`Handoff::Reserved`), and marked at once every handoff went strictly
+        // first-come: `freelist` at 16-72 threads on the `x5-4` fell from 3.8x to 1.2x
+        // `cna-kernel`, `lockbench` from 3.6x to 1.4x (numa_sim, seed 1). An open handoff, as
+        // McsMutex makes, kept those but sent 3.1% of the `epyc9654-2s` `counter` handoffs
+        // across sockets and let `kv` at 96 threads wait 614 us at p99 on the `kunpeng920`
+        // (BENCHMARKS.md, "Heads that premark").
         let first = likely();
         if first != 0 {
             prewake(node(first));
@@ -856,7 +863,7 @@ impl RawHq {
         let Some(crate::raw::HeadAcquired { fair, marked }) =
             self.core
                 .word
-                .acquire_as_head(|| false, likely, deadline, watch)
+                .acquire_as_head(|| false, likely, 0, deadline, watch)
         else {
             // Time is up while we were head: leave headship without the lock.
             if let Some((next, payload)) = self.leave_headship(me, payload, false) {
@@ -873,7 +880,9 @@ impl RawHq {
     /// going through `hand_headship`.
     fn hand_headship_marked(&self, next: u32, payload: u32, marked: u32) {
         if next == marked {
-            self.core.word.hand_to_marked(node(next), payload);
+            self.core
+                .word
+                .hand_to_marked(node(next), payload, crate::raw::Handoff::Reserved);
             return;
         }
         if marked != 0 {

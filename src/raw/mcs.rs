@@ -30,7 +30,7 @@
 
 use crate::qnode::{self, Queued, node};
 use crate::raw::{
-    LockCore, QueueLock, Token, impl_raw_mutex, prewake, wait_for_head, wait_for_next, walk_links,
+    LockCore, QueueLock, Token, impl_raw_mutex, premark, wait_for_head, wait_for_next, walk_links,
 };
 use crate::sync::{AtomicU32, Ordering, const_fn};
 
@@ -106,21 +106,18 @@ impl RawMcs {
     /// Steps 4 and 5 for `me`, now the queue head: take the lock (or give up at `deadline`),
     /// then pass headship on.
     fn lock_as_head(&self, me: u32, deadline: Option<u64>) -> Queued {
-        // Wake our successor early if it sleeps.
-        let next = node(me).next.load(Ordering::Acquire);
-        if next != 0 {
-            prewake(node(next));
-        }
+        // Mark our successor at once (or wake it early if it sleeps): see `premark`.
+        let premarked = premark(node(me).next.load(Ordering::Acquire));
         let walk = |visit: &mut dyn FnMut(u64)| walk_links(me, |n| &n.next, visit);
         let watch = self
             .core
             .head_watch(self as *const Self as *const (), &walk);
         // Our successor, once it has linked itself, is the one to mark (it never changes).
         let successor = || node(me).next.load(Ordering::Acquire);
-        let acquired = self
-            .core
-            .word
-            .acquire_as_head(|| false, successor, deadline, watch);
+        let acquired =
+            self.core
+                .word
+                .acquire_as_head(|| false, successor, premarked, deadline, watch);
         match acquired {
             Some(acquired) => {
                 self.pass_headship(me, false, acquired.marked);
@@ -141,7 +138,9 @@ impl RawMcs {
     fn pass_headship(&self, me: u32, leaving: bool, marked: u32) {
         if marked != 0 {
             debug_assert_eq!(node(me).next.load(Ordering::Relaxed), marked);
-            self.core.word.hand_to_marked(node(marked), 0);
+            self.core
+                .word
+                .hand_to_marked(node(marked), 0, crate::raw::Handoff::Open);
             return;
         }
         let mut from = me;

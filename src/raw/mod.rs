@@ -39,7 +39,8 @@ use crate::wait::{self, SpinBudget};
 /// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
 /// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
 /// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
-/// | `HANDED \| NO_STEAL` (± `LOCKED`, `FAIR`) | the holder made its marked successor head: the reservation is that head's alone, and it takes the free lock with a plain store |
+/// | `HANDED \| NO_STEAL` (± `LOCKED`, `FAIR`) | the holder made its marked successor head with a reserved lock (HqMutex, or stealing off); the reservation is that head's alone, and it takes the free lock with a plain store |
+/// | `LOCAL \| node << LOCAL_NODE_SHIFT` (± `LOCKED`, `PARKED`) | CnaMutex's holder made its marked successor of node `node` head: only arrivals of that node may take the free lock before that head |
 /// | `LOCKED \| proxy << PROXY_SHIFT` | held; the holder deferred its handoff: CNA left the proxy node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder writes these bits) |
 /// | `proxy << PROXY_SHIFT` (± flags) | still held (`HELD`): the unlocker has released `LOCKED` and is making the deferred handoff |
 ///
@@ -56,9 +57,13 @@ use crate::wait::{self, SpinBudget};
 /// - queue head, before sleeping, lifting the reservation it made only for its mark:
 ///   `x → x & !NO_STEAL` (CAS, unless `FAIR` or the steal bound wants it);
 /// - the holder, handing headship to a successor while stealing is off: `x → x | NO_STEAL`;
-/// - the new holder, handing headship to the successor it marked:
+/// - the new holder, handing headship to the successor it marked, reserved (`Handoff`):
 ///   `LOCKED → LOCKED | NO_STEAL | HANDED` (plain store: before that successor is head, nobody
 ///   else writes a held word);
+/// - CnaMutex's new holder, handing headship to the successor of its own node it marked, with
+///   stealing on: `LOCKED → LOCKED | LOCAL | node << LOCAL_NODE_SHIFT` (plain store, as above);
+///   an arrival of that node takes the free word with `x → (x | LOCKED) & !LOCAL` (CAS), the
+///   head with its CAS to `LOCKED`;
 /// - that head, finding the word free with `HANDED`: `x → LOCKED` (plain store: nobody else
 ///   can take a free word with `HANDED`, and the other writers of a free word only clear
 ///   bits: the unlocker's `PARKED`, a stale `clear_reservation`); before it parks or gives
@@ -123,8 +128,26 @@ const STEAL_SPINS: u32 = 3;
 const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
 const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
-/// Bits above the flags: the index of a CNA proxy node (registry indices are below 2^20).
-const PROXY_SHIFT: u32 = 5;
+/// Set (with the holder's NUMA node in [`LOCAL_NODE_MASK`]) by a CnaMutex holder that makes its
+/// marked successor of the same node head with stealing on ([`LockWord::hand_to_marked`],
+/// [`Handoff::Local`]): until someone takes the lock, only arrivals of that node may take it
+/// ahead of the new head. It makes the one-CAS fast path (from 0) fail; an arrival of that node
+/// then takes it with a second CAS (`take_local`), any other arrival goes on to `spin_steal`,
+/// which leaves it to the queue. Whoever takes the lock clears it (the head's CAS to `LOCKED`,
+/// a stealer's CAS), and so does `clear_reservation`.
+///
+/// Why: an open handoff (McsMutex's, [`Handoff::Open`]) lets the holder re-take the lock, but
+/// until the new head's CAS, arrivals of every node took it through the fast path: CnaMutex sent
+/// 4.4% of its `counter` handoffs across sockets at 32 threads on the `x5-4` (numa_sim, seed 1;
+/// issue 25 allows 2%). With `LOCAL`: 1.1%, at the same throughput. A reservation for the head
+/// alone ([`Handoff::Reserved`]) costs the holder's re-takes (see `hand_to_marked`).
+const LOCAL: u32 = 32;
+/// The node of a [`LOCAL`] reservation: bits 6-10 (nodes 0-31; a holder on a node above gets no
+/// `LOCAL`).
+const LOCAL_NODE_SHIFT: u32 = 6;
+const LOCAL_NODE_MASK: u32 = 31 << LOCAL_NODE_SHIFT;
+/// Bits above the flags: the index of a CNA proxy node (registry indices are at most 2^20).
+const PROXY_SHIFT: u32 = 11;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
 /// The lock is held while any of these is set: `LOCKED`, or the proxy bits, which outlive
 /// `LOCKED` for the moment `unlock` makes the deferred handoff (see `LockWord::unlock`).
@@ -139,25 +162,72 @@ impl LockWord {
         }
     }
 
-    /// The uncontended path: one CAS `0 → LOCKED`.
+    /// The uncontended path: one CAS `0 → LOCKED`; if it found a free word reserved for this
+    /// thread's node ([`LOCAL`]), a second CAS right after, while the failed one still holds
+    /// the line.
     #[inline(always)]
     pub(crate) fn try_lock_fast(&self) -> bool {
         // Acquire: pairs with the Release of the previous unlock.
-        self.state
+        match self
+            .state
             .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        {
+            Ok(_) => true,
+            Err(s) => s & LOCAL != 0 && self.take_local(s),
+        }
+    }
+
+    /// Takes a free word `s` with a [`LOCAL`] reservation if it names this thread's node: the
+    /// holder's own re-take, most often. Without this, the re-take cost a failed fast path, a
+    /// load and a CAS, each a transfer of the line whenever the new head's looks had taken it:
+    /// CnaMutex on `kv` at 4 threads (one per socket, `x5-4`) went from 1.94 to 1.01 M/s.
+    #[cold]
+    fn take_local(&self, s: u32) -> bool {
+        if s & (HELD | NO_STEAL | HANDED) != 0
+            || (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT != current_node_id()
+        {
+            return false;
+        }
+        // Acquire: as above.
+        let taken = self
+            .state
+            .compare_exchange(
+                s,
+                (s | LOCKED) & !(LOCAL | LOCAL_NODE_MASK),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        #[cfg(loom)]
+        if taken {
+            crate::sync::loom_probe::local_steal();
+        }
+        taken
     }
 
     /// Takes the lock if it is free and nobody is owed it: `x → x | LOCKED` unless `x` has
     /// `LOCKED` or `NO_STEAL`. Used by `try_lock` and by arriving threads before they queue.
     #[inline]
     pub(crate) fn try_steal(&self) -> bool {
+        self.try_steal_from(None)
+    }
+
+    /// [`try_steal`](Self::try_steal) for an arrival of NUMA node `node` (if given): it leaves a
+    /// [`LOCAL`] reservation of another node alone. Clears `LOCAL` when it takes the lock.
+    #[inline]
+    fn try_steal_from(&self, node: Option<u32>) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
         while s & (HELD | NO_STEAL | HANDED) == 0 {
+            if let Some(node) = node
+                && s & LOCAL != 0
+                && (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT != node
+            {
+                return false;
+            }
             // Acquire: pairs with the Release of the previous unlock.
             match self.state.compare_exchange_weak(
                 s,
-                s | LOCKED,
+                (s | LOCKED) & !(LOCAL | LOCAL_NODE_MASK),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
@@ -203,16 +273,35 @@ impl LockWord {
         // reserved it yet. Leave it to the head (the fast path's CAS from 0 still takes it),
         // where heads mark and reserve at all. Relaxed: a hint; the CAS that takes the lock
         // carries the ordering.
-        if self.state.load(Ordering::Relaxed) & (HELD | NO_STEAL | HANDED) == 0
-            && !nobody_queued()
-            && wait::may_mark()
-        {
-            #[cfg(loom)]
-            crate::sync::loom_probe::free_lock_left();
-            return false;
+        let s = self.state.load(Ordering::Relaxed);
+        // Our node, if a `LOCAL` reservation asks for it (looked up only then).
+        let node = (s & LOCAL != 0).then(current_node_id);
+        if s & (HELD | NO_STEAL | HANDED) == 0 {
+            if node.is_some_and(|n| (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT == n) {
+                // Reserved for our node (the holder's re-take, most often): take it at once,
+                // without the look at the queue. Acquire: as in `try_steal`.
+                if self
+                    .state
+                    .compare_exchange(
+                        s,
+                        (s | LOCKED) & !(LOCAL | LOCAL_NODE_MASK),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    #[cfg(loom)]
+                    crate::sync::loom_probe::local_steal();
+                    return true;
+                }
+            } else if !nobody_queued() && (s & LOCAL != 0 || wait::may_mark()) {
+                #[cfg(loom)]
+                crate::sync::loom_probe::free_lock_left();
+                return false;
+            }
         }
         for attempt in 0..STEAL_TRIES {
-            if self.try_steal() {
+            if self.try_steal_from(node) {
                 return true;
             }
             if EXHAUSTIVE || !nobody_queued() {
@@ -423,11 +512,14 @@ impl LockWord {
     /// this thread's core is crowded (see [`wait::crowded`]), the head marks the waiter `successor()`
     /// names (the one it will make head next, 0 if none yet) `NEXT`: that waiter spins and
     /// neither parks nor abandons, so the head can later make it head with plain stores
-    /// ([`LockWord::hand_to_marked`]). A head with a marked successor reserves the lock, so no
-    /// arrival takes it first. A head that was itself made head by `hand_to_marked` owns
-    /// its reservation (`HANDED`) and takes the free lock with a plain store; any other head
-    /// takes it with a CAS, since a thread that emptied the queue without the lock
-    /// (`clear_reservation`) may clear a reservation between the head's look and its store, and
+    /// ([`LockWord::hand_to_marked`]). The caller may have marked it already, before this
+    /// head's first look (`premarked`, see [`premark`]); otherwise the head marks it once it
+    /// finds the lock busy. A head with a marked successor reserves the lock while it is busy,
+    /// so no arrival takes it first. A head that was itself made head by `hand_to_marked` with
+    /// a reserved lock (`HANDED`: HqMutex, or stealing off) owns its reservation and takes the
+    /// free lock with a plain store; any other head takes it with a CAS, since a thread that
+    /// emptied the queue without the lock (`clear_reservation`) may clear a reservation between
+    /// the head's look and its store, and
     /// an arrival's fast path could then take the lock too. Before it parks, the head takes the
     /// mark back and lifts a reservation it made only for that reason, and `HANDED` (stealers
     /// may take the lock while it sleeps, and its successor may sleep too).
@@ -443,44 +535,31 @@ impl LockWord {
         &self,
         mut while_busy: impl FnMut() -> bool,
         successor: impl Fn() -> u32,
+        premarked: u32,
         deadline: Option<u64>,
         mut watch: HeadWatch<'_>,
     ) -> Option<HeadAcquired> {
+        let mut marked = premarked;
         let stealing = tunables::stealing();
         let since = if stealing { now_ns() } else { 0 };
         // Stealing stops for good (until we have the lock) when it is off or the bound passed;
         // for as long as we have a marked successor otherwise.
         let mut bound_passed = !stealing;
         let mut may_mark = wait::may_mark();
-        let mut marked = 0;
+        if !may_mark && marked != 0 {
+            // Premarked on a verdict that no longer stands (see `premark`).
+            unmark_next(qnode::node(marked));
+            marked = 0;
+        }
         let mut budget = SpinBudget::head(deadline);
         let mut busy_work = true;
         let mut looks = 0u32;
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & HELD == 0 {
-                let fair = s & FAIR != 0;
-                if s & HANDED != 0 {
-                    // Handed to us (see `HANDED`): nobody else can take the free lock or set a
-                    // flag on it (the word's other writers now only clear bits), so a plain
-                    // store takes it. It does not wait for the line as a CAS does: the critical
-                    // section's loads start while the store drains. The Acquire fence makes our
-                    // load of the free word pair with the unlocker's Release.
-                    fence(Ordering::Acquire);
-                    self.state.store(LOCKED, Ordering::Relaxed);
-                    #[cfg(loom)]
-                    crate::sync::loom_probe::handed_store();
-                    return Some(HeadAcquired { fair, marked });
-                }
-                // (free, any flags) → LOCKED. Acquire: pairs with the unlocker's Release.
-                match self.state.compare_exchange_weak(
-                    s,
-                    LOCKED,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Some(HeadAcquired { fair, marked }),
-                    Err(_) => {
+                match self.take_free(s) {
+                    Some(fair) => return Some(HeadAcquired { fair, marked }),
+                    None => {
                         // Overtaken between our look and our CAS. A head that only ever sees
                         // the lock free and loses the race (a holder re-taking it every few
                         // ns) never reaches the checks below: reserve now if we may, and keep
@@ -497,9 +576,7 @@ impl LockWord {
                     }
                 }
             }
-            // The lock is busy: mark our successor now, not before our first look (a head made
-            // while the lock is free takes it at once, and marking first would put two
-            // transfers of the successor's line before that look).
+            // The lock is busy: mark our successor (if `premark` did not, or it changed).
             if may_mark {
                 let was = marked;
                 marked = keep_marked(marked, successor());
@@ -572,6 +649,31 @@ impl LockWord {
         }
     }
 
+    /// The queue head takes the lock it found free (`s`, with `s & HELD == 0`): with a plain
+    /// store if it was handed to it (`HANDED`), else with a CAS. Returns whether the
+    /// acquisition was requested to be fair (`FAIR`); `None` if the CAS lost the word.
+    #[inline]
+    fn take_free(&self, s: u32) -> Option<bool> {
+        let fair = s & FAIR != 0;
+        if s & HANDED != 0 {
+            // Handed to us (see `HANDED`): nobody else can take the free lock or set a flag on
+            // it (the word's other writers now only clear bits), so a plain store takes it. It
+            // does not wait for the line as a CAS does: the critical section's loads start
+            // while the store drains. The Acquire fence makes our load of the free word pair
+            // with the unlocker's Release.
+            fence(Ordering::Acquire);
+            self.state.store(LOCKED, Ordering::Relaxed);
+            #[cfg(loom)]
+            crate::sync::loom_probe::handed_store();
+            return Some(fair);
+        }
+        // (free, any flags) → LOCKED. Acquire: pairs with the unlocker's Release.
+        self.state
+            .compare_exchange_weak(s, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(fair)
+    }
+
     /// The head stops marking (before it parks or gives up): takes back the mark of `*marked`,
     /// if any, and lifts the reservation (`NO_STEAL` in `seen`, unless the steal bound, stealing
     /// being off, or an `unlock_fair` asks for it): stealers may take the lock while it sleeps.
@@ -600,22 +702,51 @@ impl LockWord {
         false
     }
 
-    /// The new holder makes `next`, which it marked `NEXT` while it waited (so `next` spins and
-    /// neither parks nor abandons), the queue head, with plain stores only: the lock stays
-    /// reserved for it (`LOCKED | NO_STEAL`), then `next`'s status becomes `HEAD | payload`.
-    /// Called by the thread that has just taken the lock, before anyone else is head: it is
-    /// then the only writer of the word (a head that sets flags, the one other writer of a
-    /// held word, exists only once `next` sees its status) and of `next`'s status (a `NEXT`
-    /// status is written only by the head that marked it).
+    /// The new holder makes `next`, which it marked `NEXT` (so `next` spins and neither parks
+    /// nor abandons), the queue head, with plain stores only: `next`'s status becomes
+    /// `HEAD | payload`. With stealing off, the lock stays reserved for it first
+    /// (`LOCKED | NO_STEAL | HANDED`), as `hand_to` reserves it, and the new head takes it with a
+    /// plain store. Called by the thread that has just taken the lock, before anyone else is
+    /// head: it is then the only writer of the word (a head that sets flags, the one other
+    /// writer of a held word, exists only once `next` sees its status) and of `next`'s status
+    /// (a `NEXT` status is written only by the head that marked it).
+    ///
+    /// With stealing on, `how` decides ([`Handoff`]). Reserved, no arrival takes the lock
+    /// before the new head, the holder's re-take included; since the heads premark (nearly
+    /// every handoff comes this way), that made every handoff first-come: numa_sim, `x5-4`,
+    /// 32 threads, seed 1, McsMutex against `qspinlock` on `freelist` 0.62x, `lockbench`
+    /// 0.76x, `locktorture` 0.80x, `counter` 0.90x; open, 3.74x, 2.98x, 2.46x and 1.09x, at
+    /// fairness factors of 0.50-0.52 (BENCHMARKS.md, "Heads that premark").
     #[inline]
-    pub(crate) fn hand_to_marked(&self, next: &QNode, payload: u32) {
+    pub(crate) fn hand_to_marked(&self, next: &QNode, payload: u32, how: Handoff) {
         debug_assert!(payload <= status::PAYLOAD_MAX);
         debug_assert_eq!(self.state.load(Ordering::Relaxed), LOCKED);
-        // Relaxed: ordered before the status store below by its Release, so the new head's
-        // first look at the word (after its Acquire load of the status) sees the reservation,
-        // and `HANDED`: it may take the lock with a plain store.
-        self.state
-            .store(LOCKED | NO_STEAL | HANDED, Ordering::Relaxed);
+        match how {
+            Handoff::Local(home)
+                if tunables::stealing()
+                    && home <= (LOCAL_NODE_MASK >> LOCAL_NODE_SHIFT) as usize =>
+            {
+                // Relaxed: only steers who takes the free lock; ordered before the status store
+                // below, so the new head's looks see it too (it takes the lock with a CAS).
+                self.state.store(
+                    LOCKED | LOCAL | (home as u32) << LOCAL_NODE_SHIFT,
+                    Ordering::Relaxed,
+                );
+                #[cfg(loom)]
+                crate::sync::loom_probe::unreserved_handoff();
+            }
+            Handoff::Open | Handoff::Local(_) if tunables::stealing() => {
+                #[cfg(loom)]
+                crate::sync::loom_probe::unreserved_handoff();
+            }
+            _ => {
+                // Relaxed: ordered before the status store below by its Release, so the new
+                // head's first look at the word (after its Acquire load of the status) sees the
+                // reservation, and `HANDED`: it may take the lock with a plain store.
+                self.state
+                    .store(LOCKED | NO_STEAL | HANDED, Ordering::Relaxed);
+            }
+        }
         // Release: pairs with the Acquire load in `await_head`; publishes our writes to the queue
         // (links, CNA's secondary queue) and the reservation.
         next.status
@@ -651,8 +782,9 @@ impl LockWord {
         // With a fence between the write and the read on both sides, at least one of us sees
         // the other's write, so a reservation is never left with nobody to clear it.
         fence(Ordering::SeqCst);
-        if self.state.load(Ordering::Relaxed) & (NO_STEAL | FAIR) != 0 {
-            self.state.fetch_and(!(NO_STEAL | FAIR), Ordering::Relaxed);
+        const RESERVATIONS: u32 = NO_STEAL | FAIR | LOCAL | LOCAL_NODE_MASK;
+        if self.state.load(Ordering::Relaxed) & RESERVATIONS != 0 {
+            self.state.fetch_and(!RESERVATIONS, Ordering::Relaxed);
         }
     }
 
@@ -971,6 +1103,21 @@ pub(crate) struct HeadAcquired {
     pub(crate) marked: u32,
 }
 
+/// How [`LockWord::hand_to_marked`] leaves the lock word for the marked successor it makes
+/// head. With stealing off, every kind reserves it for that head (`Reserved`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Handoff {
+    /// Reserved for the new head (`NO_STEAL | HANDED`), which takes it with a plain store: no
+    /// arrival, the holder included, takes it first. HqMutex's choice (see `RawHq`).
+    Reserved,
+    /// Not reserved: arrivals, the holder's re-take above all, may take the free lock until the
+    /// new head finds it busy and reserves it. McsMutex's choice.
+    Open,
+    /// Reserved for the arrivals of this NUMA node ([`LOCAL`]), the holder's re-take among them.
+    /// CnaMutex's choice when the new head waits on the holder's node ([`local_home`]).
+    Local(usize),
+}
+
 /// Marks `next` (a waiter of the calling head's queue, not abandoned) `NEXT`: from now on it
 /// spins and neither parks nor abandons, and only this head writes its status, until this head
 /// takes the mark back or makes it head (see `qnode::status`). Wakes it if it slept. Returns
@@ -1046,6 +1193,61 @@ const STEAL_BOUND_LOOKS: u32 = 64;
 #[inline]
 fn steal_bound_passed(since: u64) -> bool {
     now_ns().saturating_sub(since) >= tunables::steal_bound_ns()
+}
+
+/// The calling thread's NUMA node as a [`LOCAL`] reservation names it: the node of its
+/// [`qnode::current_place`], as the queue nodes record it.
+#[inline]
+fn current_node_id() -> u32 {
+    qnode::place_node(qnode::current_place()) as u32
+}
+
+/// How CnaMutex's holder hands the lock to the marked successor `next` it makes head
+/// ([`LockWord::hand_to_marked`]): reserved for its own node ([`Handoff::Local`]) if `next`
+/// waits on that node (places as the queue nodes record them), else open: where the handoff
+/// leaves the node anyway, a reservation would only cost the holder's re-takes (`kv` with one
+/// thread per socket, `x5-4`, 4 threads: 1.58 M/s with it, 1.94 without). Relaxed: `next` is
+/// marked, so its line is ours, and its place was written before it queued.
+#[inline]
+pub(crate) fn local_home(next: &QNode) -> Handoff {
+    let mine = current_node_id();
+    if qnode::place_node(next.numa.load(Ordering::Relaxed)) as u32 == mine {
+        Handoff::Local(mine as usize)
+    } else {
+        Handoff::Open
+    }
+}
+
+/// A new head's first step towards its successor `next` (0: none linked yet), for McsMutex and
+/// CnaMutex: where heads mark (by the last crowding verdict, [`wait::may_mark_hint`], so that
+/// no clock read comes before the head's first look), marks it `NEXT` at once and returns it (0
+/// if its timed waiter abandoned it); elsewhere [`prewake`]s it and returns 0. The caller passes
+/// the result to [`LockWord::acquire_as_head`] as `premarked`.
+///
+/// Why at once: a head usually finds the lock free at its first look (the holder's critical
+/// section is shorter than the time it takes to become head), takes it, and used to make its
+/// successor head with `make_head`'s swap, a read-modify-write that waits for the successor's
+/// line before the critical section starts. Marked, the successor is made head with
+/// [`LockWord::hand_to_marked`]'s plain stores. The mark's CAS costs the same one transfer as
+/// `prewake`'s load, which it replaces, before the lock is taken instead of after. numa_sim,
+/// `x5-4`, `counter`, 8 threads on one socket (`--placement packed`), seed 1: McsMutex 3.07 →
+/// 5.18 M/s (`qspinlock` 3.74); spread over the sockets, McsMutex 0.84-0.91x → 1.07-1.11x
+/// `qspinlock` at 8-144 threads (BENCHMARKS.md, "Heads that premark").
+#[inline]
+pub(crate) fn premark(next: u32) -> u32 {
+    if next == 0 {
+        return 0;
+    }
+    if wait::may_mark_hint() {
+        if !mark_next(qnode::node(next)) {
+            return 0;
+        }
+        #[cfg(loom)]
+        crate::sync::loom_probe::premarked();
+        return next;
+    }
+    prewake(qnode::node(next));
+    0
 }
 
 /// Wakes a sleeping successor early, so that it is spinning by the time it becomes head

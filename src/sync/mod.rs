@@ -325,42 +325,62 @@ pub mod loom_probe {
     //! can check it reaches the path it is written for (not on real threads or in numa_sim).
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-    static HANDED_STORES: AtomicU64 = AtomicU64::new(0);
+    /// A probe: `$note()` counts one pass (crate-internal), `$take()` returns the passes since
+    /// the last call and restarts the count (for the models).
+    macro_rules! probe {
+        ($(#[$doc:meta])* $count:ident, $note:ident, $take:ident) => {
+            static $count: AtomicU64 = AtomicU64::new(0);
 
-    /// A queue head took a lock handed to it (`HANDED`) with a plain store.
-    pub(crate) fn handed_store() {
-        HANDED_STORES.fetch_add(1, Relaxed);
+            $(#[$doc])*
+            pub(crate) fn $note() {
+                $count.fetch_add(1, Relaxed);
+            }
+
+            /// The passes counted since the last call; restarts the count.
+            pub fn $take() -> u64 {
+                $count.swap(0, Relaxed)
+            }
+        };
     }
 
-    /// The plain-store acquisitions since the last call, and restarts the count.
-    pub fn take_handed_stores() -> u64 {
-        HANDED_STORES.swap(0, Relaxed)
-    }
-
-    static DEFERRED_RELEASES: AtomicU64 = AtomicU64::new(0);
-
-    /// An unlock found a deferred handoff (proxy bits) in its `fetch_sub`'s result and made it
-    /// before freeing the lock.
-    pub(crate) fn deferred_release() {
-        DEFERRED_RELEASES.fetch_add(1, Relaxed);
-    }
-
-    /// The deferred handoffs made by unlocks since the last call, and restarts the count.
-    pub fn take_deferred_releases() -> u64 {
-        DEFERRED_RELEASES.swap(0, Relaxed)
-    }
-
-    static FREE_LOCKS_LEFT: AtomicU64 = AtomicU64::new(0);
-
-    /// An arrival found the lock free with waiters queued and left it to the queue's head.
-    pub(crate) fn free_lock_left() {
-        FREE_LOCKS_LEFT.fetch_add(1, Relaxed);
-    }
-
-    /// The free locks left to a queue head since the last call, and restarts the count.
-    pub fn take_free_locks_left() -> u64 {
-        FREE_LOCKS_LEFT.swap(0, Relaxed)
-    }
+    probe!(
+        /// A queue head took a lock handed to it (`HANDED`) with a plain store.
+        HANDED_STORES,
+        handed_store,
+        take_handed_stores
+    );
+    probe!(
+        /// An unlock found a deferred handoff (proxy bits) in its `fetch_sub`'s result and made
+        /// it before freeing the lock.
+        DEFERRED_RELEASES,
+        deferred_release,
+        take_deferred_releases
+    );
+    probe!(
+        /// A new queue head marked its successor before its first look at the lock (`premark`).
+        PREMARKS,
+        premarked,
+        take_premarks
+    );
+    probe!(
+        /// A holder made its marked successor head with stealing on, without reserving the lock
+        /// for it (open, or `LOCAL` to its node).
+        UNRESERVED_HANDOFFS,
+        unreserved_handoff,
+        take_unreserved_handoffs
+    );
+    probe!(
+        /// An arrival of the node a `LOCAL` reservation names took the free lock.
+        LOCAL_STEALS,
+        local_steal,
+        take_local_steals
+    );
+    probe!(
+        /// An arrival found the lock free with waiters queued and left it to the queue's head.
+        FREE_LOCKS_LEFT,
+        free_lock_left,
+        take_free_locks_left
+    );
 }
 
 #[cfg(loom)]
