@@ -438,7 +438,7 @@ impl RawCna {
             self.core.word.hand_to_marked(
                 node(next),
                 secondary,
-                crate::raw::local_home(node(next)),
+                crate::raw::local_home(node(next), numa),
             );
         } else {
             unmark_unless(next);

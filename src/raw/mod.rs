@@ -146,6 +146,14 @@ const LOCAL: u32 = 32;
 /// `LOCAL`).
 const LOCAL_NODE_SHIFT: u32 = 6;
 const LOCAL_NODE_MASK: u32 = 31 << LOCAL_NODE_SHIFT;
+/// The bits of a [`LOCAL`] reservation, which whoever takes the lock clears.
+const LOCAL_BITS: u32 = LOCAL | LOCAL_NODE_MASK;
+
+/// Whether the word `s` carries a [`LOCAL`] reservation for node `node`.
+#[inline]
+const fn reserved_for(s: u32, node: u32) -> bool {
+    s & LOCAL != 0 && (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT == node
+}
 /// Bits above the flags: the index of a CNA proxy node (registry indices are at most 2^20).
 const PROXY_SHIFT: u32 = 11;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
@@ -173,7 +181,7 @@ impl LockWord {
             .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
         {
             Ok(_) => true,
-            Err(s) => s & LOCAL != 0 && self.take_local(s),
+            Err(s) => s & LOCAL != 0 && self.take_local(s, current_node_id()),
         }
     }
 
@@ -182,10 +190,8 @@ impl LockWord {
     /// load and a CAS, each a transfer of the line whenever the new head's looks had taken it:
     /// CnaMutex on `kv` at 4 threads (one per socket, `x5-4`) went from 1.94 to 1.01 M/s.
     #[cold]
-    fn take_local(&self, s: u32) -> bool {
-        if s & (HELD | NO_STEAL | HANDED) != 0
-            || (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT != current_node_id()
-        {
+    fn take_local(&self, s: u32, node: u32) -> bool {
+        if s & (HELD | NO_STEAL | HANDED) != 0 || !reserved_for(s, node) {
             return false;
         }
         // Acquire: as above.
@@ -193,7 +199,7 @@ impl LockWord {
             .state
             .compare_exchange(
                 s,
-                (s | LOCKED) & !(LOCAL | LOCAL_NODE_MASK),
+                (s | LOCKED) & !LOCAL_BITS,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             )
@@ -220,14 +226,14 @@ impl LockWord {
         while s & (HELD | NO_STEAL | HANDED) == 0 {
             if let Some(node) = node
                 && s & LOCAL != 0
-                && (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT != node
+                && !reserved_for(s, node)
             {
                 return false;
             }
             // Acquire: pairs with the Release of the previous unlock.
             match self.state.compare_exchange_weak(
                 s,
-                (s | LOCKED) & !(LOCAL | LOCAL_NODE_MASK),
+                (s | LOCKED) & !LOCAL_BITS,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
@@ -277,21 +283,12 @@ impl LockWord {
         // Our node, if a `LOCAL` reservation asks for it (looked up only then).
         let node = (s & LOCAL != 0).then(current_node_id);
         if s & (HELD | NO_STEAL | HANDED) == 0 {
-            if node.is_some_and(|n| (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT == n) {
+            if let Some(n) = node
+                && reserved_for(s, n)
+            {
                 // Reserved for our node (the holder's re-take, most often): take it at once,
-                // without the look at the queue. Acquire: as in `try_steal`.
-                if self
-                    .state
-                    .compare_exchange(
-                        s,
-                        (s | LOCKED) & !(LOCAL | LOCAL_NODE_MASK),
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    #[cfg(loom)]
-                    crate::sync::loom_probe::local_steal();
+                // without the look at the queue.
+                if self.take_local(s, n) {
                     return true;
                 }
             } else if !nobody_queued() && (s & LOCAL != 0 || wait::may_mark()) {
@@ -721,31 +718,25 @@ impl LockWord {
     pub(crate) fn hand_to_marked(&self, next: &QNode, payload: u32, how: Handoff) {
         debug_assert!(payload <= status::PAYLOAD_MAX);
         debug_assert_eq!(self.state.load(Ordering::Relaxed), LOCKED);
-        match how {
-            Handoff::Local(home)
-                if tunables::stealing()
-                    && home <= (LOCAL_NODE_MASK >> LOCAL_NODE_SHIFT) as usize =>
+        if !tunables::stealing() || matches!(how, Handoff::Reserved) {
+            // Relaxed: ordered before the status store below by its Release, so the new head's
+            // first look at the word (after its Acquire load of the status) sees the
+            // reservation, and `HANDED`: it may take the lock with a plain store.
+            self.state
+                .store(LOCKED | NO_STEAL | HANDED, Ordering::Relaxed);
+        } else {
+            if let Handoff::Local(home) = how
+                && home <= (LOCAL_NODE_MASK >> LOCAL_NODE_SHIFT) as usize
             {
-                // Relaxed: only steers who takes the free lock; ordered before the status store
-                // below, so the new head's looks see it too (it takes the lock with a CAS).
+                // Relaxed: only steers who takes the free lock; ordered before the status
+                // store below, so the new head's looks see it too (it takes it with a CAS).
                 self.state.store(
                     LOCKED | LOCAL | (home as u32) << LOCAL_NODE_SHIFT,
                     Ordering::Relaxed,
                 );
-                #[cfg(loom)]
-                crate::sync::loom_probe::unreserved_handoff();
             }
-            Handoff::Open | Handoff::Local(_) if tunables::stealing() => {
-                #[cfg(loom)]
-                crate::sync::loom_probe::unreserved_handoff();
-            }
-            _ => {
-                // Relaxed: ordered before the status store below by its Release, so the new
-                // head's first look at the word (after its Acquire load of the status) sees the
-                // reservation, and `HANDED`: it may take the lock with a plain store.
-                self.state
-                    .store(LOCKED | NO_STEAL | HANDED, Ordering::Relaxed);
-            }
+            #[cfg(loom)]
+            crate::sync::loom_probe::unreserved_handoff();
         }
         // Release: pairs with the Acquire load in `await_head`; publishes our writes to the queue
         // (links, CNA's secondary queue) and the reservation.
@@ -782,7 +773,7 @@ impl LockWord {
         // With a fence between the write and the read on both sides, at least one of us sees
         // the other's write, so a reservation is never left with nobody to clear it.
         fence(Ordering::SeqCst);
-        const RESERVATIONS: u32 = NO_STEAL | FAIR | LOCAL | LOCAL_NODE_MASK;
+        const RESERVATIONS: u32 = NO_STEAL | FAIR | LOCAL_BITS;
         if self.state.load(Ordering::Relaxed) & RESERVATIONS != 0 {
             self.state.fetch_and(!RESERVATIONS, Ordering::Relaxed);
         }
@@ -1202,17 +1193,19 @@ fn current_node_id() -> u32 {
     qnode::place_node(qnode::current_place()) as u32
 }
 
-/// How CnaMutex's holder hands the lock to the marked successor `next` it makes head
-/// ([`LockWord::hand_to_marked`]): reserved for its own node ([`Handoff::Local`]) if `next`
-/// waits on that node (places as the queue nodes record them), else open: where the handoff
-/// leaves the node anyway, a reservation would only cost the holder's re-takes (`kv` with one
-/// thread per socket, `x5-4`, 4 threads: 1.58 M/s with it, 1.94 without). Relaxed: `next` is
-/// marked, so its line is ours, and its place was written before it queued.
+/// How CnaMutex's holder, whose place the queue nodes recorded as `mine`, hands the lock to the
+/// marked successor `next` it makes head ([`LockWord::hand_to_marked`]): reserved for its own
+/// node ([`Handoff::Local`]) if `next` waits on that node, else open: where the handoff leaves
+/// the node anyway, a reservation would only cost the holder's re-takes (`kv` with one thread
+/// per socket, `x5-4`, 4 threads: 1.58 M/s with it, 1.94 without). The places are the ones
+/// the nodes recorded when their threads queued, as [`current_node_id`] reads them: no
+/// topology lookup on the handoff's path. Relaxed: `next` is marked, so its line is ours, and
+/// its place was written before it queued.
 #[inline]
-pub(crate) fn local_home(next: &QNode) -> Handoff {
-    let mine = current_node_id();
-    if qnode::place_node(next.numa.load(Ordering::Relaxed)) as u32 == mine {
-        Handoff::Local(mine as usize)
+pub(crate) fn local_home(next: &QNode, mine: u64) -> Handoff {
+    let mine = qnode::place_node(mine);
+    if qnode::place_node(next.numa.load(Ordering::Relaxed)) == mine {
+        Handoff::Local(mine)
     } else {
         Handoff::Open
     }
