@@ -511,6 +511,13 @@ impl NodeQueues {
     /// Measured in numa_sim (`epyc9654-2s`, one CCX per 8 cores, seeds 1-2): with 16 threads
     /// (one per CCX) per-node queues make `kv` 1.60 M/s and per-domain ones 1.14-1.17; with 32,
     /// per-domain ones make `counter` 1.68-1.72 against 1.37-1.38.
+    ///
+    /// Called whether the turn passes to another slot's waiter or, with nobody of another slot
+    /// in the FIFO, starts again for the same node. Before the second case called it, a lock
+    /// whose waiters were all on one node refined only by chance (a flat waiter left in the
+    /// FIFO when a turn ended), and on one `epyc-2s` node 32 threads ran per node: `counter`
+    /// 2.00 M/s, 1.00x `cna-kernel`; refined, 4.32 M/s, 2.16x (`--placement packed`, seeds
+    /// 1-3; BENCHMARKS.md, "HqMutex on one node of an AMD server").
     fn refine(&self) {
         let a = &*self.arrivals;
         // Relaxed: see `Arrivals::coarse`. A plain load first: a per-domain lock never writes.
@@ -1031,6 +1038,13 @@ impl RawHq {
                     let payload = if stay_local {
                         handoff_payload(count + 1, kept_local(streak))
                     } else {
+                        if !fair && let Some(Local { queues, .. }) = local {
+                            // Our turn ran to its limit, and `S` is still waiting, as below
+                            // where another slot's waiter takes the turn; here nobody of
+                            // another slot waits (every waiter on one node, say), and this is
+                            // where such a lock refines (see `NodeQueues::refine`).
+                            queues.refine();
+                        }
                         handoff_payload(0, streak)
                     };
                     self.hand_headship_marked(s, payload, marked);
