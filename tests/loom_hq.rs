@@ -270,6 +270,14 @@ fn hq_domain_queues_switch() {
     assert!(domain_arrivals > 0, "no arrival queued in a domain's slot");
 }
 
+/// Every thread on one node, in two cache domains: a node's turn that ends at its limit with a
+/// waiter of the node left, and nobody of another node in the FIFO, starts again for the node
+/// and makes the queues per domain (`refine`); the next barren turn makes them per node again.
+#[test]
+fn hq_domain_queues_refine_on_one_node() {
+    domain_model(2, false, &[(0, 0, 2), (0, 1, 2)]);
+}
+
 /// The same switches with stealing on: arrivals may take the free lock ahead of the queues,
 /// so turns end and switches happen at other moments. (Within 2 preemptions the thread that
 /// comes back after the switch to per domain steals the lock rather than queue: 0 of 37,672
