@@ -150,6 +150,27 @@ fn hq_mode_switches_with_stealing() {
     });
 }
 
+/// A flat lock (`RawHq::new`, which stays flat for 8 contended handoffs), stealing on: a new
+/// head marks its successor at once (`premark`) and makes it head with plain stores, leaving
+/// the lock open, as McsMutex does; the holder's re-take and arrivals race with the new head's
+/// first look, and a marked waiter never parks.
+#[test]
+fn hq_flat_premarked_open_handoff() {
+    tunables::reset_defaults();
+    tunables::set_stealing(true).unwrap();
+    loom_probe::take_premarks();
+    loom_probe::take_unreserved_handoffs();
+    model(2, || contend(RawHq::new, &[(0, 2), (1, 1), (2, 1)]));
+    assert!(
+        loom_probe::take_premarks() > 0,
+        "no flat head marked its successor at once"
+    );
+    assert!(
+        loom_probe::take_unreserved_handoffs() > 0,
+        "no flat holder made its marked successor head with the lock open"
+    );
+}
+
 /// `unlock_fair` hands the lock to the next node; it never leaves the lock reserved.
 #[test]
 fn hq_fair_unlock() {

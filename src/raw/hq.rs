@@ -836,17 +836,28 @@ impl RawHq {
                 local_next
             }
         };
-        // Wake it early if it sleeps. HQ does not `premark`: it hands a marked successor a
-        // reserved lock (`Handoff::Reserved`), and marked at once every handoff went strictly
-        // first-come: `freelist` at 16-72 threads on the `x5-4` fell from 3.8x to 1.2x
-        // `cna-kernel`, `lockbench` from 3.6x to 1.4x (numa_sim, seed 1). An open handoff, as
-        // McsMutex makes, kept those but sent 3.1% of the `epyc9654-2s` `counter` handoffs
-        // across sockets and let `kv` at 96 threads wait 614 us at p99 on the `kunpeng920`
-        // (BENCHMARKS.md, "Heads that premark").
+        // A flat waiter (no local queue: the lock is flat, a plain queue lock) hands off as
+        // McsMutex does: it marks its successor at once (`premark`) and leaves the lock open
+        // when it makes that successor head (`Handoff::Open`). A waiter of a local queue wakes
+        // its likely successor early if it sleeps, and reserves the lock for a marked one
+        // (`Handoff::Reserved`): premarked with that reservation every handoff went strictly
+        // first-come (`freelist` at 16-72 threads on the `x5-4` fell from 3.8x to 1.2x
+        // `cna-kernel`, `lockbench` from 3.6x to 1.4x), and open it sent 3.1% of the
+        // `epyc9654-2s` `counter` handoffs across sockets and let `kv` at 96 threads wait 614 us
+        // at p99 on the `kunpeng920` (numa_sim, seed 1; BENCHMARKS.md, "Heads that premark").
+        // Flat, with one thread per socket of the `x5-4` (4 threads), HqMutex went from
+        // 0.81-0.90x to 0.99-2.10x `cna-kernel` on every workload (BENCHMARKS.md, "A flat
+        // HqMutex hands off as McsMutex does").
         let first = likely();
-        if first != 0 {
-            prewake(node(first));
-        }
+        let open = local.is_none();
+        let premarked = if open {
+            crate::raw::premark(first)
+        } else {
+            if first != 0 {
+                prewake(node(first));
+            }
+            0
+        };
         // Lockup reports: the node FIFO from us, and each entry's local queue.
         let walk = |visit: &mut dyn FnMut(u64)| {
             walk_links(me, |n| &n.fifo_next, visit);
@@ -870,7 +881,7 @@ impl RawHq {
         let Some(crate::raw::HeadAcquired { fair, marked }) =
             self.core
                 .word
-                .acquire_as_head(|| false, likely, 0, deadline, watch)
+                .acquire_as_head(|| false, likely, premarked, deadline, watch)
         else {
             // Time is up while we were head: leave headship without the lock.
             if let Some((next, payload)) = self.leave_headship(me, payload, false) {
@@ -883,13 +894,17 @@ impl RawHq {
     }
 
     /// Makes `next` head with `payload` from `pass_headship`: with plain stores if it is the
-    /// successor we marked while we waited (`marked`), else taking that mark back first and
-    /// going through `hand_headship`.
-    fn hand_headship_marked(&self, next: u32, payload: u32, marked: u32) {
+    /// successor we marked while we waited (`marked`), leaving the lock open if `open` (we are
+    /// a flat waiter, see `lock_as_head`) and reserved for `next` otherwise; else taking that
+    /// mark back first and going through `hand_headship`.
+    fn hand_headship_marked(&self, next: u32, payload: u32, marked: u32, open: bool) {
         if next == marked {
-            self.core
-                .word
-                .hand_to_marked(node(next), payload, crate::raw::Handoff::Reserved);
+            let how = if open {
+                crate::raw::Handoff::Open
+            } else {
+                crate::raw::Handoff::Reserved
+            };
+            self.core.word.hand_to_marked(node(next), payload, how);
             return;
         }
         if marked != 0 {
@@ -993,6 +1008,8 @@ impl RawHq {
         marked: u32,
     ) {
         let my = node(me);
+        // A flat waiter's marked handoffs leave the lock open (see `lock_as_head`).
+        let open = local.is_none();
         let unmark = || {
             if marked != 0 {
                 crate::raw::unmark_next(node(marked));
@@ -1047,7 +1064,7 @@ impl RawHq {
                         }
                         handoff_payload(0, streak)
                     };
-                    self.hand_headship_marked(s, payload, marked);
+                    self.hand_headship_marked(s, payload, marked, open);
                 }
                 None => {
                     unmark();
@@ -1071,6 +1088,7 @@ impl RawHq {
                     s,
                     handoff_payload(count + 1, kept_local(streak)),
                     marked,
+                    open,
                 );
             }
             Some(s) => {
@@ -1084,7 +1102,7 @@ impl RawHq {
                 let t = self.fifo_tail.swap(s, Ordering::AcqRel);
                 // Release: pairs with the Acquire in `wait_for_next`.
                 node(t).fifo_next.store(s, Ordering::Release);
-                self.hand_headship_marked(front, handoff_payload(0, streak), marked);
+                self.hand_headship_marked(front, handoff_payload(0, streak), marked, open);
             }
             None => match local {
                 // The FIFO front is of our own slot (another representative or a flat waiter
@@ -1099,6 +1117,7 @@ impl RawHq {
                         front,
                         handoff_payload(count + 1, kept_local(streak)),
                         marked,
+                        open,
                     );
                 }
                 Some(Local { queues, slot, .. })
@@ -1124,14 +1143,16 @@ impl RawHq {
                     // A barren turn (without a deferral: a fair unlock, or a limit of 1): ours
                     // was its only acquisition, and nobody of our node is queued.
                     let streak = self.barren_turn(queues, streak);
-                    self.hand_headship_marked(front, handoff_payload(0, streak), marked);
+                    self.hand_headship_marked(front, handoff_payload(0, streak), marked, open);
                 }
-                Some(_) => self.hand_headship_marked(front, handoff_payload(0, streak), marked),
+                Some(_) => {
+                    self.hand_headship_marked(front, handoff_payload(0, streak), marked, open)
+                }
                 None => {
                     // A streak that starts again forgets where it went.
                     let crossed = if crossed && streak > 0 { CROSSED } else { 0 };
                     let count = skip | (my_slot + 1) << FROM_SHIFT | crossed;
-                    self.hand_headship_marked(front, handoff_payload(count, streak), marked);
+                    self.hand_headship_marked(front, handoff_payload(count, streak), marked, open);
                 }
             },
         }

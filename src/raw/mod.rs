@@ -1099,10 +1099,11 @@ pub(crate) struct HeadAcquired {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Handoff {
     /// Reserved for the new head (`NO_STEAL | HANDED`), which takes it with a plain store: no
-    /// arrival, the holder included, takes it first. HqMutex's choice (see `RawHq`).
+    /// arrival, the holder included, takes it first. HqMutex's choice while its queues are per
+    /// node or per domain (see `RawHq`).
     Reserved,
     /// Not reserved: arrivals, the holder's re-take above all, may take the free lock until the
-    /// new head finds it busy and reserves it. McsMutex's choice.
+    /// new head finds it busy and reserves it. McsMutex's choice, and a flat HqMutex's.
     Open,
     /// Reserved for the arrivals of this NUMA node ([`LOCAL`]), the holder's re-take among them.
     /// CnaMutex's choice when the new head waits on the holder's node ([`local_home`]).
@@ -1211,8 +1212,8 @@ pub(crate) fn local_home(next: &QNode, mine: u64) -> Handoff {
     }
 }
 
-/// A new head's first step towards its successor `next` (0: none linked yet), for McsMutex and
-/// CnaMutex: where heads mark (by the last crowding verdict, [`wait::may_mark_hint`], so that
+/// A new head's first step towards its successor `next` (0: none linked yet), for McsMutex,
+/// CnaMutex and a flat HqMutex's heads: where heads mark (by the last crowding verdict, [`wait::may_mark_hint`], so that
 /// no clock read comes before the head's first look), marks it `NEXT` at once and returns it (0
 /// if its timed waiter abandoned it); elsewhere [`prewake`]s it and returns 0. The caller passes
 /// the result to [`LockWord::acquire_as_head`] as `premarked`.
