@@ -846,7 +846,8 @@ impl RawHq {
         // `epyc9654-2s` `counter` handoffs across sockets and let `kv` at 96 threads wait 614 us
         // at p99 on the `kunpeng920` (numa_sim, seed 1; BENCHMARKS.md, "Heads that premark").
         // Flat, with one thread per socket of the `x5-4` (4 threads), HqMutex went from
-        // 0.81-0.90x to 0.99-2.10x `cna-kernel` on every workload (BENCHMARKS.md, "A flat
+        // 0.81-0.90x to 0.99-2.10x `cna-kernel` on `counter`, `kv` and `locktorture`, and from
+        // 2.0-2.4x to 3.0-3.7x on `freelist` and `lockbench` (seeds 1-3; BENCHMARKS.md, "A flat
         // HqMutex hands off as McsMutex does").
         let first = likely();
         let open = local.is_none();

@@ -1213,10 +1213,11 @@ pub(crate) fn local_home(next: &QNode, mine: u64) -> Handoff {
 }
 
 /// A new head's first step towards its successor `next` (0: none linked yet), for McsMutex,
-/// CnaMutex and a flat HqMutex's heads: where heads mark (by the last crowding verdict, [`wait::may_mark_hint`], so that
-/// no clock read comes before the head's first look), marks it `NEXT` at once and returns it (0
-/// if its timed waiter abandoned it); elsewhere [`prewake`]s it and returns 0. The caller passes
-/// the result to [`LockWord::acquire_as_head`] as `premarked`.
+/// CnaMutex and a flat HqMutex: where heads mark (by the last crowding verdict,
+/// [`wait::may_mark_hint`], so that no clock read comes before the head's first look), marks it
+/// `NEXT` at once and returns it (0 if its timed waiter abandoned it); elsewhere [`prewake`]s it
+/// and returns 0. The caller passes the result to [`LockWord::acquire_as_head`] as
+/// `premarked`.
 ///
 /// Why at once: a head usually finds the lock free at its first look (the holder's critical
 /// section is shorter than the time it takes to become head), takes it, and used to make its
