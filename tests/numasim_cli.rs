@@ -118,7 +118,7 @@ fn unknown_lock_and_workload_are_rejected() {
         &[
             "'foo'",
             "--locks",
-            "mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
+            "mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
              hq-rw, pl-rwlock, std-rwlock",
         ],
     );
@@ -144,7 +144,7 @@ fn other_bad_values_are_rejected() {
     );
     assert_rejected(
         &["--placement", "close"],
-        &["'close'", "--placement", "spread", "packed"],
+        &["'close'", "--placement", "spread", "packed", "linux"],
     );
     assert_rejected(
         &[
@@ -461,6 +461,42 @@ fn packed_placement_keeps_every_handoff_on_one_node() {
     let spread = run("spread");
     let mcs = spread.iter().find(|(lock, _)| lock == "mcs").unwrap().1;
     assert!(mcs >= 25.0, "mcs: {mcs}% remote, spread");
+}
+
+/// `--placement linux` puts 2 threads on one node (the scheduler keeps a pair together), so no
+/// handoff crosses nodes; `--help` lists it and `cna-kernel-wo-sro`, which runs beside
+/// `cna-kernel`.
+#[test]
+fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
+    let args = [
+        "--duration-us",
+        "500",
+        "--format",
+        "csv",
+        "--machine",
+        "x5-4",
+        "--threads",
+        "2",
+        "--locks",
+        "qspinlock,cna-kernel,cna-kernel-wo-sro",
+        "--workload",
+        "locktorture",
+        "--placement",
+        "linux",
+    ];
+    let output = numasim(&args);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(stderr.contains("placement linux"), "{stderr}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let rows = csv_rows(&stdout);
+    let locks: Vec<&str> = rows.iter().map(|row| row[1]).collect();
+    assert_eq!(locks, ["qspinlock", "cna-kernel", "cna-kernel-wo-sro"]);
+    for row in &rows {
+        assert_eq!(row[8], "0.00", "{}: 2 threads share a node", row[1]);
+    }
+    let help = String::from_utf8(numasim(&["--help"]).stdout).unwrap();
+    assert!(help.contains("cna-kernel-wo-sro") && help.contains("spread|packed|linux"));
 }
 
 #[test]

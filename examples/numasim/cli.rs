@@ -29,6 +29,8 @@ pub enum LockKind {
     QSpinLock,
     /// The model of the kernel's qspinlock with the CNA series' slow path (kernel.rs).
     CnaKernel,
+    /// The same model without the series' shuffle reduction (kernel.rs).
+    CnaKernelWoSro,
     /// The model of Rust std's futex mutex (baselines.rs).
     Std,
     /// The model of Rust std's mutex before 1.62: a boxed glibc pthread mutex (baselines.rs).
@@ -51,12 +53,13 @@ pub enum LockKind {
 
 impl LockKind {
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 14] = [
+    pub const ALL: [LockKind; 15] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
         Self::QSpinLock,
         Self::CnaKernel,
+        Self::CnaKernelWoSro,
         Self::Std,
         Self::Pthread,
         Self::Ttas,
@@ -76,6 +79,7 @@ impl LockKind {
             Self::Hq => "hq",
             Self::QSpinLock => "qspinlock",
             Self::CnaKernel => "cna-kernel",
+            Self::CnaKernelWoSro => "cna-kernel-wo-sro",
             Self::Std => "std",
             Self::Pthread => "pthread",
             Self::Ttas => "ttas",
@@ -138,18 +142,23 @@ pub enum Placement {
     Spread,
     // numa_sim::packed_placement: one node at a time.
     Packed,
+    // numa_sim::linux_placement: unpinned threads as the v5.10 scheduler balances them.
+    Linux,
 }
 
 impl Placement {
-    /// The hardware threads of `threads` threads on `machine`.
+    /// The hardware threads of `threads` threads on `machine` (`seed` draws which threads
+    /// share a node under `linux`).
     pub fn place(
         self,
         machine: &Machine,
         threads: usize,
+        seed: u64,
     ) -> Result<Vec<usize>, numa_sim::TooManyThreads> {
         match self {
             Placement::Spread => numa_sim::placement(machine, threads),
             Placement::Packed => numa_sim::packed_placement(machine, threads),
+            Placement::Linux => numa_sim::linux_placement(machine, threads, seed),
         }
     }
 
@@ -158,6 +167,7 @@ impl Placement {
         match self {
             Placement::Spread => "spread",
             Placement::Packed => "packed",
+            Placement::Linux => "linux",
         }
     }
 }
@@ -203,7 +213,10 @@ LOCKS:
     cna-kernel    MODEL of the kernel's qspinlock with the CNA series' slow path (v15): the MCS
                   head moves waiters of other nodes to a secondary queue while it waits, passes
                   the lock within its node, flushes the secondary queue after 1 ms; shuffle
-                  reduction; never parks
+                  reduction (with no secondary queue, only one head in 128 looks); never parks
+    cna-kernel-wo-sro
+                  MODEL of the same without shuffle reduction (the series' w/o SRO column):
+                  every head orders the queue while the lock is busy
     std           MODEL of Rust std's futex mutex (Rust 1.62+): states 0/1/2, up to 100 loads
                   while locked, then swap in 2 and futex_wait; unlock swaps in 0 and wakes one
                   sleeper if the word was 2
@@ -235,9 +248,9 @@ LOCKS:
     The models are written for the simulator on numa_sim's atomics (examples/numasim/
     kernel.rs, baselines.rs, rwlocks.rs); they are not the real kernel, std or parking_lot code.
 
-WORKLOADS (what one critical section does; every thread is pinned, see --placement):
-    counter      the reference: write 2 protected 64-byte lines, 50 ns of work inside;
-                 200 ns of work between acquisitions
+WORKLOADS (what one critical section does; every thread stays on its hardware thread, see --placement):
+    counter      the reference: read, then write 2 protected 64-byte lines (count += 1), 50 ns
+                 of work inside; 200 ns of work between acquisitions
     kv           one get (90%) or put (10%) on a simulated hash table of 65536 keys (131072
                  buckets: a header line, 2048 control lines, 32768 entry lines): hash 20 ns,
                  then the control line, then the entry line, each a dependent miss; skewed keys
@@ -245,12 +258,15 @@ WORKLOADS (what one critical section does; every thread is pinned, see --placeme
     freelist     pop a 64-byte block from a shared free list and push back the block popped
                  last time (list head, then the two blocks: a page allocator's zone lock);
                  10 ns of work between acquisitions
-    locktorture  the kernel's locktorture spin_lock writer (v5.10, as in the CNA series): an
-                 empty critical section (one shared line written) that with probability
-                 1/(4*threads) holds the lock 2 us; nothing between acquisitions
+    locktorture  the kernel's locktorture spin_lock writer (v5.10, as in the CNA series): the
+                 write-held flag read and set, the writer's statistics incremented, three
+                 torture_random() draws each tested with a 64-bit %, with probability
+                 1/(4*threads) a 2 us hold and with 1/(200*threads) a 100 us one (the kernel's
+                 100 ms hold at 1/(200000*threads), scaled to fit a run); the writer's loop
+                 outside the lock (about 60 instructions and a draw)
     lockbench    matklad/lock-bench (parking_lot issues #201, #418): --lockbench-locks locks,
                  each on a padded line with its counter beside it; every operation takes a
-                 random lock and increments its counter; nothing between acquisitions
+                 random lock (a xorshift step and a %) and increments its counter
     rw           a read-mostly hash table (kv's table and skewed keys): --read-pct percent of
                  the operations are reads (under the shared lock: the table's header line, hash
                  20 ns, the key's control line, its entry line, all read), the others writes
@@ -313,9 +329,10 @@ struct Args {
     #[arg(long, value_name = "LIST", value_parser = parse_threads, allow_hyphen_values = true)]
     threads: Option<List<usize>>,
 
-    /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas,
-    /// spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock (models: qspinlock, cna-kernel,
-    /// std, pthread, ttas, spin-mcs, pl-rwlock, std-rwlock; see LOCKS)
+    /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std,
+    /// pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock (models: qspinlock,
+    /// cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, pl-rwlock, std-rwlock; see
+    /// LOCKS)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
     locks: List<LockKind>,
 
@@ -349,10 +366,13 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_US))]
     duration_us: u64,
 
-    /// Where the threads run: spread over the sockets first (as Linux's scheduler places them), or
-    /// packed onto as few NUMA nodes as possible, so that up to one node's worth of threads every
-    /// handoff stays within a node whatever the lock does (the most any NUMA policy can give)
-    #[arg(long, value_name = "spread|packed", default_value = "spread")]
+    /// Where the threads run: pinned round-robin over the sockets (spread); packed onto as few
+    /// NUMA nodes as possible, so that up to one node's worth of threads every handoff stays
+    /// within a node whatever the lock does (the most any NUMA policy can give); or unpinned as
+    /// the Linux scheduler of the CNA series' runs balanced them (linux: 2 threads share a node,
+    /// 4 run 2 and 2 on two nodes, from 8 on every node has its share; which threads share a node
+    /// is drawn from the seed), the placement that reproduces the published kernel figures
+    #[arg(long, value_name = "spread|packed|linux", default_value = "spread")]
     placement: Placement,
 
     /// Whether this crate's locks let an arriving thread take a free lock ahead of queued waiters

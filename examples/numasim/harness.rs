@@ -21,7 +21,7 @@ use numa_sim::{Access, Machine, Simulation, thread};
 
 use crate::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
 use crate::cli::{LockKind, WorkloadKind};
-use crate::kernel::{CnaKernel, QSpinLock};
+use crate::kernel::{CnaKernel, CnaKernelWoSro, QSpinLock};
 use crate::rwlocks::{PlRwLock, StdRwLock};
 use crate::workload::{Counter, FreeList, Kv, LockBench, LockTorture, Rw, Workload, XorShift};
 
@@ -183,7 +183,8 @@ pub struct RunResult {
     pub per_thread: Vec<ThreadCounts>,
     /// Host wall time of the simulation.
     pub host_time: Duration,
-    /// The simulator's counts of `numa_locks::PathEvent`s, by slot (all 0 for the models).
+    /// The simulator's counts of `numa_locks::PathEvent`s, by slot (the models count only
+    /// the CNA model's ordering, in `kernel::TALLY_CNA_*`).
     pub tallies: [u64; numa_sim::TALLY_SLOTS],
     /// (acquisitions, handoffs) in each whole [`WINDOW_NS`] window of the run, in order: how
     /// the lock's regime changes over time.
@@ -309,6 +310,7 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
         LockKind::Hq => run::<CrateLock<RawHq>, W>(config),
         LockKind::QSpinLock => run::<QSpinLock, W>(config),
         LockKind::CnaKernel => run::<CnaKernel, W>(config),
+        LockKind::CnaKernelWoSro => run::<CnaKernelWoSro, W>(config),
         LockKind::Std => run::<StdMutex, W>(config),
         LockKind::Pthread => run::<Pthread, W>(config),
         LockKind::Ttas => run::<Ttas, W>(config),
@@ -379,7 +381,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
             ];
             let placement = config
                 .placement
-                .place(config.machine, config.threads)
+                .place(config.machine, config.threads, config.seed)
                 .expect("the command line checked the thread count");
             let workers: Vec<_> = placement
                 .into_iter()

@@ -80,6 +80,13 @@ const INTRA_NODE_THRESHOLD_NS: u64 = 1_000_000;
 /// 1 / 2^7.
 const SHUFFLE_REDUCTION_BITS: u32 = 7;
 
+/// `numa_sim::tally` slot counting the waiters a CNA head moved to the secondary queue
+/// (`cna_splice_next`); this crate's locks use the slots below it.
+pub const TALLY_CNA_SPLICE: usize = 5;
+/// `numa_sim::tally` slot counting the CNA heads that found the lock word busy at their first
+/// look, so that ordering the queue could start.
+pub const TALLY_CNA_BUSY_AT_FIRST_LOOK: usize = 6;
+
 /// The tail encoding of simulated thread `me` (never 0 or 1, which CNA's `locked` values mean
 /// "wait" and "go without a secondary queue").
 fn encode_tail(me: usize) -> u32 {
@@ -165,11 +172,13 @@ pub struct Stock;
 
 impl Policy for Stock {}
 
-/// CNA's hooks (v15).
+/// CNA's hooks (v15): with shuffle reduction (`SRO`, the series' patch 5/6, as the deepin and
+/// openEuler kernels carry it) or without (the series' patches 1–4 and 6, the variant of the
+/// cover letter's "w/o SRO" column).
 #[derive(Default)]
-pub struct Cna;
+pub struct Cna<const SRO: bool>;
 
-impl Cna {
+impl<const SRO: bool> Cna<SRO> {
     /// `cna_order_queue`: if our successor is of another node and has a successor of its own,
     /// move it to the secondary queue. Returns whether the successor is of our node.
     fn order_queue(nodes: &Nodes, me: usize) -> bool {
@@ -193,13 +202,14 @@ impl Cna {
     /// `cna_splice_next`: `next` leaves the main queue for the tail of the secondary queue, a
     /// circular list whose tail encoding our `locked` carries.
     fn splice_next(nodes: &Nodes, node: &QNode, next: u32, nnext: u32) {
+        numa_sim::tally(TALLY_CNA_SPLICE);
         node.next.store(nnext, Relaxed);
         let succ = nodes.by_tail(next);
         let locked = node.locked.load(Relaxed);
         if locked <= 1 {
             // Create the secondary queue.
             succ.next.store(next, Relaxed);
-            node.start_time.store(numa_sim::now_ns(), Relaxed);
+            node.start_time.store(local_clock(), Relaxed);
         } else {
             let tail_2nd = nodes.by_tail(locked);
             let head_2nd = tail_2nd.next.load(Relaxed);
@@ -240,7 +250,7 @@ impl Cna {
     }
 }
 
-impl Policy for Cna {
+impl<const SRO: bool> Policy for Cna<SRO> {
     fn init_node(node: &QNode) {
         // numa_node = real_numa_node; start_time = 0 (the model's threads are pinned).
         node.numa_node
@@ -250,15 +260,22 @@ impl Policy for Cna {
 
     fn wait_head_or_lock(&self, lock: &AtomicU32, nodes: &Nodes, me: usize) {
         let node = nodes.of(me);
-        if node.locked.load(Relaxed) <= 1 && probably(SHUFFLE_REDUCTION_BITS) {
+        if SRO && node.locked.load(Relaxed) <= 1 && probably(SHUFFLE_REDUCTION_BITS) {
             return;
         }
         let start = node.start_time.load(Relaxed);
-        if start == 0 || numa_sim::now_ns() <= start + INTRA_NODE_THRESHOLD_NS {
+        if start == 0 || local_clock() <= start + INTRA_NODE_THRESHOLD_NS {
             // Sort the queue while the lock is busy: `while (LOCK_IS_BUSY(lock) &&
             // !cna_order_queue(node)) cpu_relax();`
             numa_sim::spin_deadline(u64::MAX);
-            while lock.load(Relaxed) & LOCKED_PENDING_MASK != 0 && !Self::order_queue(nodes, me) {
+            let mut first = true;
+            while lock.load(Relaxed) & LOCKED_PENDING_MASK != 0 {
+                if std::mem::take(&mut first) {
+                    numa_sim::tally(TALLY_CNA_BUSY_AT_FIRST_LOOK);
+                }
+                if Self::order_queue(nodes, me) {
+                    break;
+                }
                 numa_sim::pause();
             }
         } else {
@@ -309,6 +326,15 @@ impl Policy for Cna {
     }
 }
 
+/// The kernel's `local_clock()` (x86: `native_sched_clock`, a `rdtsc` scaled by a per-CPU
+/// multiplier): about 30 cycles (**EST**: `rdtsc` takes 20–25 cycles on Haswell and Zen in Agner
+/// Fog's tables, plus the scaling), not the vDSO `clock_gettime` a user thread pays
+/// (`numa_sim::now_ns`).
+fn local_clock() -> u64 {
+    numa_sim::cycles(30);
+    numa_sim::clock_ns()
+}
+
 /// `probably(bits)`: false with probability 1 / 2^bits, from a per-thread pseudo-random seed
 /// (the kernel's per-CPU `next_pseudo_random32`).
 fn probably(bits: u32) -> bool {
@@ -336,8 +362,10 @@ pub struct Queued<P: Policy> {
 
 /// The kernel's stock qspinlock.
 pub type QSpinLock = Queued<Stock>;
-/// The kernel's qspinlock with the CNA series' slow path.
-pub type CnaKernel = Queued<Cna>;
+/// The kernel's qspinlock with the CNA series' slow path (v15, shuffle reduction on).
+pub type CnaKernel = Queued<Cna<true>>;
+/// The same without shuffle reduction.
+pub type CnaKernelWoSro = Queued<Cna<false>>;
 
 impl<P: Policy> SimLock for Queued<P> {
     type Shared = Nodes;

@@ -99,8 +99,9 @@ pub trait Workload: Send + 'static {
     fn check(&self, entries: u64) -> Result<(), String>;
 }
 
-/// `counter`, the reference (kept fixed, the same as tests/sim.rs): write 2 protected lines
-/// (the harness's head line and one more), 50 ns of work inside, 200 ns outside.
+/// `counter`, the reference (the same as tests/sim.rs): `count += 1` on 2 protected lines (the
+/// harness's head line and one more), each read (the loads issued together) and then written,
+/// 50 ns of work inside, 200 ns outside.
 pub struct Counter {
     line: Line,
     count: u64,
@@ -120,6 +121,8 @@ impl Workload for Counter {
     fn prepare(_rng: &mut XorShift, _config: &RunConfig, _locks: usize) {}
 
     fn critical_section(&mut self, head: *const u8, (): (), _local: &mut (), _thread: usize) {
+        // A read-modify-write of each line: the loads miss, then the stores.
+        numa_sim::touch_read(&[head, self.line.addr()]);
         numa_sim::touch(&[head, self.line.addr()]);
         numa_sim::work(50);
         self.count += 1;
@@ -195,7 +198,9 @@ impl Workload for Kv {
     }
 
     fn critical_section(&mut self, head: *const u8, op: KvOp, _local: &mut (), _thread: usize) {
-        // The header (bucket mask, control pointer) sits beside the harness's bookkeeping.
+        // The header (bucket mask, control pointer) sits beside the harness's bookkeeping,
+        // which the section reads and updates.
+        numa_sim::touch_read(&[head]);
         numa_sim::touch(&[head]);
         numa_sim::work(KV_HASH_NS);
         // A multiplicative hash spreads the keys over the buckets (the top 17 bits).
@@ -203,6 +208,8 @@ impl Workload for Kv {
         numa_sim::touch_read(&[self.ctrl[bucket / 64].addr()]);
         let entry = self.entries[bucket / 4].addr();
         if op.put {
+            // The key is compared before its value is overwritten.
+            numa_sim::touch_read(&[entry]);
             numa_sim::touch(&[entry]);
             self.puts += 1;
         } else {
@@ -267,10 +274,15 @@ impl Workload for FreeList {
         held: &mut Option<u32>,
         _thread: usize,
     ) {
-        numa_sim::touch(&[head]);
+        // The list head is read, then the popped block's link (its address is the head's
+        // value), then both are written.
+        numa_sim::touch_read(&[head]);
         let popped = self.head;
-        // The popped block (its link is read, its contents initialised) and the pushed one
-        // (its link written).
+        if let Some(block) = self.blocks.get(popped as usize) {
+            numa_sim::touch_read(&[(block as *const Block).cast()]);
+        }
+        numa_sim::touch(&[head]);
+        // The popped block (its contents initialised) and the pushed one (its link written).
         let mut blocks = [head; 2];
         let mut touched = 0;
         if let Some(block) = self.blocks.get(popped as usize) {
@@ -304,21 +316,52 @@ impl Workload for FreeList {
 
 /// The kernel's locktorture short hold: `udelay(2)`.
 const LOCKTORTURE_DELAY_NS: u64 = 2_000;
+/// How much shorter, and so how much more frequent, the model makes locktorture's long hold
+/// (`mdelay(100)` with probability 1/(threads·2000·100)): a 10 ms run cannot hold a lock for
+/// 100 ms, so it holds it 100 µs with probability 1000/(threads·200000), the same expected
+/// hold time per critical section (500 ns / threads) and still long enough for a queue head to
+/// order a queue of every waiter while it waits.
+const LOCKTORTURE_LONG_SCALE: u64 = 1_000;
+/// The long hold as the model takes it: 100 ms / [`LOCKTORTURE_LONG_SCALE`].
+const LOCKTORTURE_LONG_DELAY_NS: u64 = 100_000_000 / LOCKTORTURE_LONG_SCALE;
 /// `struct lock_stress_stats` (two `long`s) per writer, allocated as one array: four writers'
 /// records share a line.
 const LOCKTORTURE_STATS_PER_LINE: usize = 4;
+/// `torture_random()` (`kernel/torture.c`): decrement and test of the refresh count, then
+/// `state * 39916801 + 479001701` and `swab32`, a dependent chain of `imul` (3 cycles), `add`
+/// and `bswap` (1 each) plus the count's `dec` and branch: 6 cycles (Agner Fog's instruction
+/// tables, latencies on every preset's core within a cycle of these).
+const TORTURE_RANDOM_CYCLES: u64 = 6;
+/// `torture_spin_lock_write_delay` without its draws and divisions: the indirect call and
+/// return, the three divisors (`nrealwriters_stress * 2000 * 100`, `* 2 * 2`, `* 20000`: loads
+/// of `cxt` and multiplies) and the three tests: about 20 instructions, taken at one a cycle
+/// (**EST**, counted from the v5.10 source).
+const WRITE_DELAY_CYCLES: u64 = 20;
+/// The writer's loop outside the lock (`lock_torture_writer`, v5.10): the test
+/// `(torture_random(&rand) & 0xfffff) == 0` (its draw is charged apart), the indirect calls of
+/// `task_boost` (a no-op for spinlocks), `writelock` and `writeunlock` through
+/// `torture_spin_lock_write_lock` and `spin_lock`/`spin_unlock` (`preempt_disable` and
+/// `preempt_enable` included), `stutter_wait` (`cond_resched_tasks_rcu_qs`,
+/// `READ_ONCE(stutter_pause_test)`, `torture_shutdown_absorb`) and `torture_must_stop`
+/// (`torture_must_stop_irq`, `kthread_should_stop`): about 60 instructions, taken at one a cycle
+/// (**EST**, counted from the source). Every line it reads is the writer's own or read-only
+/// during a run, so it hits.
+const WRITER_LOOP_CYCLES: u64 = 60;
 
-/// `locktorture`: the kernel's locktorture spin_lock writer as of v5.12, the stock kernel of
-/// the CNA series' runs (`kernel/locking/locktorture.c`, `lock_torture_writer` and
+/// `locktorture`: the kernel's locktorture spin_lock writer of v5.10–v5.12, the kernels of the
+/// CNA series' runs (`kernel/locking/locktorture.c`, `lock_torture_writer` and
 /// `torture_spin_lock_write_delay`). Inside the lock: `WARN_ON_ONCE(lock_is_write_held)` reads
 /// the flag (on the head line, with `lock_is_read_held` and `last_lock_release` beside it) and
 /// `lock_is_write_held = true` sets it; `lwsp->n_lock_acquired++` reads and writes the writer's
-/// statistics record, one of four on a line (`lwsa` is a plain array of 16-byte records); with
-/// probability 1/(threads·2·2) the writer holds the lock for a 2 µs `udelay`; then it clears the
-/// flag and records `last_lock_release`. Nothing between acquisitions: its random state is its
-/// own since v5.7, and `stutter_wait` and `torture_must_stop` read lines nobody writes during a
-/// run. Omitted: the rare 100 ms hold (probability 1/(threads·200000)) and preemptions, which a
-/// run of a few ms would either never see or be dominated by.
+/// statistics record, one of four on a line (`lwsa` is a plain array of 16-byte records); then
+/// `write_delay`: three `torture_random()` draws, each tested with a 64-bit `%`: the first
+/// holds the lock for `mdelay(100)` with probability 1/(threads·200000) (scaled, see
+/// [`LOCKTORTURE_LONG_SCALE`]), the second for a 2 µs `udelay` with probability
+/// 1/(threads·2·2); then it clears the flag. Both holds add 500 ns / threads to a critical
+/// section on average: at 1 writer they are most of its time. Outside the lock, the rest of the
+/// writer's loop ([`WRITER_LOOP_CYCLES`] and one draw). Omitted: the one-jiffy sleep
+/// (probability 2^-20) and `torture_preempt_schedule` (a no-op unless the writer must be
+/// rescheduled, which the pinned model never needs).
 pub struct LockTorture {
     entries: u64,
     /// The writers' statistics records, four to a line.
@@ -326,8 +369,8 @@ pub struct LockTorture {
 }
 
 impl Workload for LockTorture {
-    /// Whether this critical section takes the 2 µs delay.
-    type Input = bool;
+    /// Whether this critical section takes the long hold, and whether the 2 µs one.
+    type Input = (bool, bool);
     type Local = ();
 
     fn new(threads: usize) -> Self {
@@ -337,11 +380,21 @@ impl Workload for LockTorture {
         }
     }
 
-    fn prepare(rng: &mut XorShift, config: &RunConfig, _locks: usize) -> bool {
-        rng.next_u64().is_multiple_of(4 * config.threads as u64)
+    fn prepare(rng: &mut XorShift, config: &RunConfig, _locks: usize) -> (bool, bool) {
+        let writers = config.threads as u64;
+        let long = rng
+            .next_u64()
+            .is_multiple_of(2000 * 100 / LOCKTORTURE_LONG_SCALE * writers);
+        (long, rng.next_u64().is_multiple_of(2 * 2 * writers))
     }
 
-    fn critical_section(&mut self, head: *const u8, delay: bool, _local: &mut (), thread: usize) {
+    fn critical_section(
+        &mut self,
+        head: *const u8,
+        (long, short): (bool, bool),
+        _local: &mut (),
+        thread: usize,
+    ) {
         // WARN_ON_ONCE(lock_is_write_held); lock_is_write_held = true.
         numa_sim::touch_read(&[head]);
         numa_sim::touch(&[head]);
@@ -349,15 +402,26 @@ impl Workload for LockTorture {
         let stats = self.stats[thread / LOCKTORTURE_STATS_PER_LINE].addr();
         numa_sim::touch_read(&[stats]);
         numa_sim::touch(&[stats]);
-        if delay {
+        // cxt.cur_ops->write_delay(&rand): three draws, each tested with a division.
+        numa_sim::cycles(WRITE_DELAY_CYCLES);
+        for _ in 0..3 {
+            numa_sim::cycles(TORTURE_RANDOM_CYCLES);
+            numa_sim::div64();
+        }
+        if long {
+            numa_sim::work(LOCKTORTURE_LONG_DELAY_NS);
+        }
+        if short {
             numa_sim::work(LOCKTORTURE_DELAY_NS);
         }
-        // lock_is_write_held = false; WRITE_ONCE(last_lock_release, jiffies).
+        // lock_is_write_held = false.
         numa_sim::touch(&[head]);
         self.entries += 1;
     }
 
-    fn between_acquisitions() {}
+    fn between_acquisitions() {
+        numa_sim::cycles(WRITER_LOOP_CYCLES + TORTURE_RANDOM_CYCLES);
+    }
 
     fn check(&self, entries: u64) -> Result<(), String> {
         if self.entries == entries {
@@ -417,11 +481,17 @@ impl Workload for LockBench {
         _thread: usize,
     ) {
         // `*cnt += 1` on the counter beside the lock word.
+        numa_sim::touch_read(&[lock_line]);
         numa_sim::touch(&[lock_line]);
         self.count += 1;
     }
 
-    fn between_acquisitions() {}
+    /// lock-bench's draw of the next lock: a xorshift step (three shift-xor pairs, 6 cycles)
+    /// and `% n_locks`, a division.
+    fn between_acquisitions() {
+        numa_sim::cycles(6);
+        numa_sim::div64();
+    }
 
     fn check(&self, entries: u64) -> Result<(), String> {
         if self.count == entries {
@@ -520,9 +590,11 @@ impl Workload for Rw {
     }
 
     fn critical_section(&mut self, head: *const u8, op: RwOp, _local: &mut (), _thread: usize) {
+        numa_sim::touch_read(&[head]);
         numa_sim::touch(&[head]);
         let (ctrl, entry) = self.lookup(op.key);
         numa_sim::touch_read(&[ctrl]);
+        numa_sim::touch_read(&[entry]);
         numa_sim::touch(&[entry]);
         self.writes += 1;
     }

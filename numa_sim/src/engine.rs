@@ -596,7 +596,10 @@ impl Engine {
         let (seed, amount) = (self.seed, self.jitter);
         let jitter = |cost| jittered(cost, amount, seed, me, ops);
         let home = self.topo.places[hw].node;
-        let l1_hit = self.topo.machine.costs.l1_hit;
+        let (l1_hit, issue) = (
+            self.topo.machine.costs.l1_hit,
+            self.topo.machine.costs.issue,
+        );
         let line = self.lines.entry(line_id).or_insert_with(|| Line::new(home));
         let r = match kind {
             Kind::Load => line.load(&self.topo, hw, now, jitter),
@@ -642,7 +645,9 @@ impl Engine {
             hit: r.hit,
         });
         let task = &mut self.tasks[me];
-        task.clock = resume;
+        // The instructions around the access issue after it (charging them before would issue
+        // the access after the clock it was synced at).
+        task.clock = resume + issue;
         if kind == Kind::Load && r.hit {
             if !task.iter_lines.contains(&line_id) {
                 task.iter_lines.push(line_id);
@@ -978,7 +983,12 @@ impl Engine {
         let waker = &mut self.tasks[me];
         waker.iter_pure = false;
         if let Some(hw) = waker.hw {
-            waker.clock += costs.futex_wake;
+            // With nobody asleep on the word Linux returns after the bucket lookup.
+            waker.clock += if woke > 0 {
+                costs.futex_wake
+            } else {
+                costs.syscall
+            };
             let completed_ps = waker.clock;
             self.record(Access {
                 issued_ps: now,

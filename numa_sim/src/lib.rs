@@ -73,7 +73,7 @@ pub use harness::{RandomReport, RunReport, Simulation, check_pct, check_random, 
 pub use local::{AccessError, LocalKey};
 pub use machine::{
     Costs, LatencyClass, MAX_HW_THREADS, Machine, Place, Ps, TooManyThreads, UnknownMachine,
-    packed_placement, placement,
+    linux_placement, packed_placement, placement,
 };
 
 use engine::{Kind, Mode};
@@ -219,9 +219,10 @@ pub fn spin_deadline(deadline_ns: u64) {
 /// [`futex_wake`] on `word` or, if given, until the clock passes `deadline_ns`. May return
 /// spuriously.
 ///
-/// Simulated: it costs the machine's `futex_wait`, then loads `word` (a simulated access); if
-/// the value is still `expected` the thread parks (FIFO per address) until woken (it then runs
-/// `wake_latency` after the wake) or until its deadline.
+/// Simulated: it costs the machine's `syscall`, then loads `word` (a simulated access); if the
+/// value is no longer `expected` it returns (as Linux does after its check); otherwise it costs
+/// the rest of the machine's `futex_wait` and the thread parks (FIFO per address) until woken
+/// (it then runs `wake_latency` after the wake) or until its deadline.
 pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u64>) {
     let Some(cell) = engine::active() else {
         host::futex_wait(word, expected, deadline_ns);
@@ -232,12 +233,24 @@ pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u
         let mut e = cell.borrow_mut();
         // A system call: the thread's buffered stores commit first.
         e.drain_store_buffer();
-        let cost = e.machine().costs.futex_wait;
+        // Entry and the bucket lookup; Linux checks the word before it sleeps
+        // (`futex_wait_setup`), so a failed check costs no more than this.
+        let cost = e.machine().costs.syscall;
         e.charge(cost);
         e.mode
     };
     if word.load(std::sync::atomic::Ordering::SeqCst) != expected {
         return;
+    }
+    {
+        // The check passed: the switch away.
+        let mut e = cell.borrow_mut();
+        let cost = e
+            .machine()
+            .costs
+            .futex_wait
+            .saturating_sub(e.machine().costs.syscall);
+        e.charge(cost);
     }
     // No scheduling point since the load was performed: the check and the park are atomic.
     match mode {
@@ -270,8 +283,9 @@ pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u
 }
 
 /// Wakes up to `count` threads sleeping in [`futex_wait`] on `word` (oldest first). The
-/// address is not dereferenced. Simulated: the waker pays the machine's `futex_wake`; each
-/// woken thread runs `wake_latency` after the wake.
+/// address is not dereferenced. Simulated: the waker pays the machine's `futex_wake` if it woke
+/// someone, its `syscall` if nobody slept on the word; each woken thread runs `wake_latency`
+/// after the wake.
 pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
     let Some(cell) = engine::active() else {
         host::futex_wake(word);
@@ -432,6 +446,27 @@ fn touch_batch(addrs: &[*const u8], kind: Kind) {
             cell.borrow_mut().reserve_batch(addrs, kind);
             switch();
         }
+    }
+}
+
+/// `n` core cycles of computation on the machine's clock (`Costs::cycle`): straight-line code
+/// between simulated accesses, counted from the instructions' documented latencies. A no-op
+/// outside a simulation.
+pub fn cycles(n: u64) {
+    if let Some(cell) = engine::active() {
+        let mut e = cell.borrow_mut();
+        let cost = e.machine().costs.cycle.saturating_mul(n);
+        e.charge(cost);
+    }
+}
+
+/// One 64-bit integer division (`Costs::div64`): a `%` or `/` by a value known only at run
+/// time. A no-op outside a simulation.
+pub fn div64() {
+    if let Some(cell) = engine::active() {
+        let mut e = cell.borrow_mut();
+        let cost = e.machine().costs.div64;
+        e.charge(cost);
     }
 }
 

@@ -53,15 +53,31 @@ pub struct Costs {
     pub dram_remote: Ps,
     /// Fetching a line from the memory of a node on another socket.
     pub dram_other_socket: Ps,
+    /// One core clock cycle at the clock the preset's other cycle counts were measured at.
+    pub cycle: Ps,
+    /// The issue time of the instructions around one simulated memory access (address
+    /// arithmetic, the compare and branch on what it read): charged after every access, so that
+    /// code with more accesses costs more even where they hit. A stretch of straight-line code
+    /// without accesses is charged explicitly with [`cycles`](crate::cycles).
+    pub issue: Ps,
+    /// The latency of one 64-bit integer division (`div r64`, `udiv x`), for workloads that
+    /// divide (`%` by a value known only at run time).
+    pub div64: Ps,
     /// One spin-loop hint (`pause` on x86, `yield` on Arm).
     pub pause: Ps,
     /// Reading the monotonic clock (vDSO `clock_gettime`).
     pub clock_read: Ps,
     /// `sched_yield` with nothing else to run.
     pub yield_: Ps,
-    /// The system-call cost of going to sleep in `futex_wait`.
+    /// A system call that returns at once: entry, the futex hash-bucket lookup and exit. What
+    /// `futex_wait` costs when the word no longer holds the expected value (Linux checks it
+    /// under the bucket's lock before it sleeps) and what `futex_wake` costs when nobody sleeps
+    /// on the word (`futex_wake` returns as soon as the bucket shows no waiter).
+    pub syscall: Ps,
+    /// The system-call cost of going to sleep in `futex_wait` (the check passed: the thread is
+    /// switched out).
     pub futex_wait: Ps,
-    /// The waker's system-call cost of `futex_wake` (when it wakes someone).
+    /// The waker's system-call cost of `futex_wake` when it wakes someone.
     pub futex_wake: Ps,
     /// From a wake until the woken thread runs.
     pub wake_latency: Ps,
@@ -418,6 +434,107 @@ pub fn packed_placement(machine: &Machine, threads: usize) -> Result<Vec<usize>,
     )
 }
 
+/// Where `threads` unpinned threads end up on `machine` under the Linux scheduler of the CNA
+/// series' runs (v5.10–v5.12), as [`placement`] places them within a node (over the L3
+/// domains, then the cores, SMT siblings last), with as many on each node as its load balancer
+/// leaves there. Which threads share a node is drawn from `seed`.
+///
+/// The counts follow the scheduler's code (`kernel/sched/fair.c`):
+/// - a new thread starts on its parent's node while that node has an idle CPU
+///   (`find_idlest_group`: "keep the task on this node to stay close to its wakeup source");
+///   locktorture's writers are all forked by one parent, so they start on node 0;
+/// - periodic load balancing then lets each node, in turn, pull half the difference in running
+///   threads from the busiest node (`calculate_imbalance`, `nr_diff >> 1` with
+///   `prefer_sibling` at the NUMA level), except from a node running at most 2
+///   (`adjust_numa_imbalance`'s `imbalance_min`: "allow a small imbalance based on a simple
+///   pair of communicating tasks that remain local when the source domain is almost idle"),
+///   until nothing moves.
+///
+/// So 2 threads share node 0, 4 threads on 4 nodes run 2 and 2, and from 8 on every node runs
+/// its share. Which threads a balance moves depends on run-queue order, not on creation order:
+/// the identities are a seeded permutation, so that a FIFO lock's queue order is not aligned
+/// with the nodes as pinned round-robin threads align it.
+///
+/// ```
+/// let m = numa_sim::Machine::by_name("x5-4").unwrap();
+/// let nodes = |n| {
+///     let hw = numa_sim::linux_placement(m, n, 1).unwrap();
+///     let mut per_node = vec![0; 4];
+///     hw.iter().for_each(|&h| per_node[m.node_of(h)] += 1);
+///     per_node
+/// };
+/// assert_eq!(nodes(2), [2, 0, 0, 0]);
+/// assert_eq!(nodes(4), [2, 2, 0, 0]);
+/// assert_eq!(nodes(72), [18, 18, 18, 18]);
+/// assert!(numa_sim::linux_placement(m, 145, 1).is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`TooManyThreads`] when `threads > machine.hw_threads()`.
+pub fn linux_placement(
+    machine: &Machine,
+    threads: usize,
+    seed: u64,
+) -> Result<Vec<usize>, TooManyThreads> {
+    let m = machine;
+    let nodes = m.node_count();
+    let per_node = m.hw_threads() / nodes;
+    // Within a node, threads go where `placement` puts a node's share.
+    let in_node: Vec<Vec<usize>> = {
+        let all = packed_placement(m, m.hw_threads())?;
+        all.chunks(per_node).map(<[usize]>::to_vec).collect()
+    };
+    if threads > m.hw_threads() {
+        return Err(TooManyThreads {
+            machine: m.name,
+            threads,
+            hw_threads: m.hw_threads(),
+        });
+    }
+    // Forks fill the parent's node first (the next node once it has no idle CPU).
+    let mut running = vec![0usize; nodes];
+    let mut left = threads;
+    for r in running.iter_mut() {
+        *r = left.min(per_node);
+        left -= *r;
+    }
+    // Load balancing, each node pulling from the busiest in turn, until nothing moves.
+    const IMBALANCE_MIN: usize = 2;
+    loop {
+        let mut moved = false;
+        for local in 0..nodes {
+            let busiest = (0..nodes)
+                .max_by_key(|&n| (running[n], std::cmp::Reverse(n)))
+                .expect("a machine has a node");
+            if busiest == local || running[busiest] <= IMBALANCE_MIN {
+                continue;
+            }
+            let pull = (running[busiest].saturating_sub(running[local]) >> 1)
+                .min(per_node - running[local]);
+            if pull > 0 {
+                running[busiest] -= pull;
+                running[local] += pull;
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let mut slots: Vec<usize> = (0..nodes)
+        .flat_map(|n| in_node[n][..running[n]].iter().copied())
+        .collect();
+    // A seeded Fisher-Yates shuffle of which thread takes which slot.
+    let mut state = crate::engine::mix(seed ^ 0x6c69_6e75_78);
+    for i in (1..slots.len()).rev() {
+        state = crate::engine::mix(state);
+        let j = (state % (i as u64 + 1)) as usize;
+        slots.swap(i, j);
+    }
+    Ok(slots)
+}
+
 /// The first `threads` hardware threads of `machine` in the order of `key`, which gets each
 /// one's place and its node within the socket, L3 within the node and core within the L3.
 fn placed(
@@ -455,6 +572,20 @@ fn placed(
 /// family); **EST** = derived, no direct measurement published; **UNVERIFIED** = recalled from
 /// a source that could not be opened (check before relying on it). Unmarked values are direct
 /// measurements of the CPU named. Nothing here was fitted to lock benchmark results.
+///
+/// Instruction costs, common to every preset: `cycle` is the core clock the preset's other
+/// cycle counts were taken at. `issue`, the code around one simulated access, is 6 instructions
+/// (**EST**: address arithmetic, the compare and the branch on the value read, a loop's
+/// increment) at the core's documented issue width: 4 per cycle on Haswell, Cascade Lake
+/// (Intel Optimization Reference Manual) and TSV110 (Huawei's Hot Chips 2019 slides: 4-wide
+/// decode), 6 on Zen 3 and Zen 4 (AMD's Software Optimization Guides for families 19h): 1.5 and
+/// 1 cycles. `div64` is the documented latency of a 64-bit division at the fast end of its
+/// range (Agner Fog, "Instruction tables": Haswell `DIV r64` 32–96 cycles, Skylake-X 35–88,
+/// Zen 3 9–17, Zen 4 10–18; Arm's Cortex-A76 Software Optimization Guide, `UDIV` X-form 5–12,
+/// taken at 12 for TSV110, **APPROX**): the workloads that divide (locktorture's `%`) divide
+/// 32-bit values. `syscall` 0.2 µs (**EST**: lmbench's null system call takes 0.05–0.1 µs on
+/// these generations, plus the futex hash-bucket lookup and its lock, and the page-table switch
+/// of the Meltdown mitigation on Intel parts).
 pub mod presets {
     use super::{Costs, Machine, ns};
 
@@ -472,9 +603,13 @@ pub mod presets {
         dram_local: ns(100.0),
         dram_remote: ns(135.0),
         dram_other_socket: ns(135.0),
+        cycle: ns(0.385),
+        issue: ns(0.577),
+        div64: ns(12.3),
         pause: ns(3.8),
         clock_read: ns(20.0),
         yield_: ns(300.0),
+        syscall: ns(200.0),
         futex_wait: ns(1500.0),
         futex_wake: ns(1000.0),
         wake_latency: ns(5000.0),
@@ -586,9 +721,13 @@ pub mod presets {
             dram_local: ns(96.0),
             dram_remote: ns(115.0),
             dram_other_socket: ns(210.0),
+            cycle: ns(0.385),
+            issue: ns(0.577),
+            div64: ns(4.6),
             pause: ns(15.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
+            syscall: ns(200.0),
             futex_wait: ns(1500.0),
             futex_wake: ns(1000.0),
             wake_latency: ns(6000.0),
@@ -633,9 +772,13 @@ pub mod presets {
             dram_local: ns(115.0),
             dram_remote: ns(195.0),
             dram_other_socket: ns(195.0),
+            cycle: ns(0.300),
+            issue: ns(0.300),
+            div64: ns(2.7),
             pause: ns(20.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
+            syscall: ns(200.0),
             futex_wait: ns(1500.0),
             futex_wake: ns(1000.0),
             wake_latency: ns(5000.0),
@@ -695,9 +838,13 @@ pub mod presets {
             dram_local: ns(120.0),
             dram_remote: ns(200.0),
             dram_other_socket: ns(200.0),
+            cycle: ns(0.282),
+            issue: ns(0.282),
+            div64: ns(2.8),
             pause: ns(18.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
+            syscall: ns(200.0),
             futex_wait: ns(1500.0),
             futex_wake: ns(1000.0),
             wake_latency: ns(5000.0),
@@ -741,9 +888,13 @@ pub mod presets {
             dram_local: ns(81.0),
             dram_remote: ns(135.0),
             dram_other_socket: ns(135.0),
+            cycle: ns(0.357),
+            issue: ns(0.536),
+            div64: ns(12.5),
             pause: ns(43.0),
             clock_read: ns(23.0),
             yield_: ns(300.0),
+            syscall: ns(200.0),
             futex_wait: ns(1500.0),
             futex_wake: ns(1000.0),
             wake_latency: ns(5000.0),
@@ -850,6 +1001,47 @@ mod tests {
         }
         let err = placement(m, 145).unwrap_err().to_string();
         assert!(err.contains("145") && err.contains("144"), "{err}");
+    }
+
+    #[test]
+    fn linux_placement_balances_as_the_scheduler_does() {
+        let per_node = |m: &Machine, n: usize, seed: u64| {
+            let hw = linux_placement(m, n, seed).unwrap();
+            let mut sorted = hw.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(
+                sorted.len(),
+                n,
+                "{}: one thread per hardware thread",
+                m.name
+            );
+            let mut counts = vec![0; m.node_count()];
+            hw.iter().for_each(|&h| counts[m.node_of(h)] += 1);
+            counts
+        };
+        let x = Machine::by_name("x5-4").unwrap();
+        // At most 2 stay together (adjust_numa_imbalance); then half the difference moves.
+        assert_eq!(per_node(x, 1, 1), [1, 0, 0, 0]);
+        assert_eq!(per_node(x, 2, 1), [2, 0, 0, 0]);
+        assert_eq!(per_node(x, 3, 1), [2, 1, 0, 0]);
+        assert_eq!(per_node(x, 4, 1), [2, 2, 0, 0]);
+        for n in [8, 16, 32, 36, 72, 144] {
+            assert_eq!(per_node(x, n, 1), vec![n / 4; 4], "{n}");
+        }
+        let e = Machine::by_name("epyc9654-2s").unwrap();
+        assert_eq!(per_node(e, 2, 3), [2, 0]);
+        assert_eq!(per_node(e, 192, 3), [96, 96]);
+        // One core each before SMT siblings; the seed decides only who sits where.
+        let hw = linux_placement(x, 72, 1).unwrap();
+        assert!(hw.iter().all(|&h| x.place(h).smt == 0));
+        let (mut a, mut b) = (hw.clone(), linux_placement(x, 72, 2).unwrap());
+        assert_ne!(a, b, "seeds draw different identities");
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "on the same hardware threads");
+        assert_eq!(hw, linux_placement(x, 72, 1).unwrap(), "deterministic");
+        assert!(linux_placement(x, 145, 1).is_err());
     }
 
     #[test]

@@ -80,7 +80,14 @@ fn ping_pong_measures_each_latency_class_exactly() {
             //   four transfers exactly. Otherwise its looks, and the other's, fall on their
             //   `pause` periods, and the round lies between the four transfers and one more
             //   writer's worth of looks and pauses.
-            for (buffered, expected) in [(false, 2 * l + (2 * l).max(hit + pause)), (true, 4 * l)] {
+            // Each thread's load that sees the other's write is followed by the issue time of
+            // the code around it before the thread writes: two per round on the critical path
+            // (three where a look and a `pause` bound the round: the look's too).
+            let i = m.costs.issue;
+            for (buffered, expected) in [
+                (false, 2 * l + (2 * l + 2 * i).max(hit + pause + 3 * i)),
+                (true, 4 * l + 2 * i),
+            ] {
                 let run = |rounds| {
                     let sim = Simulation::new(m).store_buffers(buffered);
                     ping_pong_with(sim, a, b, a, rounds)
@@ -92,7 +99,7 @@ fn ping_pong_measures_each_latency_class_exactly() {
                 let within = if exact {
                     per_round_ps.abs_diff(expected) <= 20
                 } else {
-                    (expected..=expected + 3 * hit + 2 * pause + 20).contains(&per_round_ps)
+                    (expected..=expected + 3 * (hit + i) + 2 * pause + 20).contains(&per_round_ps)
                 };
                 assert!(
                     within,
@@ -119,9 +126,11 @@ fn a_line_homed_on_another_socket_crosses_ccxs_slowly() {
     };
     let near = m.costs.same_node;
     let remote = m.costs.remote_home_same_socket.unwrap();
-    assert!(per_round(a).abs_diff(4 * near) <= 20);
+    // Four transfers and, on the critical path, two accesses' issue time (see above).
+    let issue = 2 * m.costs.issue;
+    assert!(per_round(a).abs_diff(4 * near + issue) <= 20);
     assert!(
-        per_round(far).abs_diff(4 * remote) <= 20,
+        per_round(far).abs_diff(4 * remote + issue) <= 20,
         "{}",
         per_round(far)
     );
@@ -761,4 +770,85 @@ fn a_trace_records_futex_sleeps_and_wakes_on_the_same_timeline() {
     assert_eq!(sleeps(2_000, 20_000), 1);
     assert_eq!(sleeps(0, 1_000), 0);
     assert_eq!(sleeps(7_100, 20_000), 0);
+}
+
+/// Linux checks a futex word before it sleeps and returns from a wake that finds nobody
+/// asleep: both cost a system call that returns at once (`Costs::syscall`), not a sleep or a
+/// wake. A sleep costs `futex_wait` and a wake that wakes someone `futex_wake`.
+#[test]
+fn futex_calls_that_do_nothing_cost_a_system_call() {
+    let m = machine("x5-4");
+    let c = m.costs;
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let o = out.clone();
+    Simulation::new(m).jitter(0.0).run(move || {
+        let o = o.clone();
+        thread::spawn_on(0, move || {
+            let word = AtomicU32::new(1);
+            word.load(Relaxed); // owned: the check below hits
+            let t0 = numa_sim::clock_ns();
+            numa_sim::futex_wait(&word, 0, None); // the word is not 0: returns
+            let t1 = numa_sim::clock_ns();
+            numa_sim::futex_wake(&word, 1); // nobody sleeps on it
+            let t2 = numa_sim::clock_ns();
+            o.lock().unwrap().extend([t1 - t0, t2 - t1]);
+        })
+        .join();
+    });
+    let out = out.lock().unwrap().clone();
+    // The failed check: the system call, then the load (a hit) and its issue time.
+    assert_eq!(out[0], (c.syscall + c.l1_hit + c.issue) / 1000, "{out:?}");
+    assert_eq!(out[1], c.syscall / 1000, "{out:?}");
+    assert!(c.syscall < c.futex_wait && c.syscall < c.futex_wake);
+}
+
+/// `cycles` and `div64` charge straight-line code at the machine's clock and its division
+/// latency, and every access pays its issue time: more code costs more.
+#[test]
+fn instructions_cost_issue_time() {
+    for m in Machine::presets() {
+        let c = m.costs;
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let o = out.clone();
+        Simulation::new(m).jitter(0.0).run(move || {
+            let o = o.clone();
+            thread::spawn_on(0, move || {
+                let word = AtomicU64::new(0);
+                word.load(Relaxed);
+                let t0 = numa_sim::clock_ns();
+                numa_sim::cycles(1000);
+                let t1 = numa_sim::clock_ns();
+                numa_sim::div64();
+                numa_sim::div64();
+                let t2 = numa_sim::clock_ns();
+                for _ in 0..100 {
+                    word.load(Relaxed);
+                }
+                let t3 = numa_sim::clock_ns();
+                o.lock().unwrap().extend([t1 - t0, t2 - t1, t3 - t2]);
+            })
+            .join();
+        });
+        let out = out.lock().unwrap().clone();
+        assert!(
+            out[0].abs_diff(1000 * c.cycle / 1000) <= 1,
+            "{} {out:?}",
+            m.name
+        );
+        assert!(
+            out[1].abs_diff(2 * c.div64 / 1000) <= 1,
+            "{} {out:?}",
+            m.name
+        );
+        assert!(
+            out[2].abs_diff(100 * (c.l1_hit + c.issue) / 1000) <= 1,
+            "{} {out:?}",
+            m.name
+        );
+        assert!(
+            c.issue > 0 && c.cycle > 0 && c.div64 >= 9 * c.cycle,
+            "{}",
+            m.name
+        );
+    }
 }
