@@ -526,7 +526,7 @@ pub fn linux_placement(
         .flat_map(|n| in_node[n][..running[n]].iter().copied())
         .collect();
     // A seeded Fisher-Yates shuffle of which thread takes which slot.
-    let mut state = crate::engine::mix(seed ^ 0x6c69_6e75_78);
+    let mut state = crate::engine::mix(seed ^ 0x006c_696e_7578);
     for i in (1..slots.len()).rev() {
         state = crate::engine::mix(state);
         let j = (state % (i as u64 + 1)) as usize;
