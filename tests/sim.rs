@@ -791,16 +791,10 @@ fn reference(machine: &str, lock: cli::LockKind, threads: usize) -> report::Row 
     )
 }
 
-/// [`reference`] with any workload and placement (`numasim --workload W --placement P`).
+/// `numasim`'s defaults for one run: seed 1, 10 ms, store buffers on, no trace.
 #[cfg(not(feature = "stats"))]
-fn reference_run(
-    machine: &str,
-    lock: cli::LockKind,
-    workload: cli::WorkloadKind,
-    threads: usize,
-    placement: cli::Placement,
-) -> report::Row {
-    let config = harness::RunConfig {
+fn run_config(machine: &str, threads: usize, placement: cli::Placement) -> harness::RunConfig {
+    harness::RunConfig {
         machine: Machine::by_name(machine).unwrap(),
         threads,
         placement,
@@ -812,7 +806,19 @@ fn reference_run(
         lockbench_ops: None,
         store_buffers: true,
         trace: None,
-    };
+    }
+}
+
+/// [`reference`] with any workload and placement (`numasim --workload W --placement P`).
+#[cfg(not(feature = "stats"))]
+fn reference_run(
+    machine: &str,
+    lock: cli::LockKind,
+    workload: cli::WorkloadKind,
+    threads: usize,
+    placement: cli::Placement,
+) -> report::Row {
+    let config = run_config(machine, threads, placement);
     let run = harness::run_once(lock, workload, &config).unwrap();
     let key = report::RowKey {
         machine: config.machine.name,
@@ -1868,17 +1874,9 @@ fn cna_kernel_orders_its_queue_at_32_threads() {
     let machine = Machine::by_name("x5-4").unwrap();
     let run = |lock| {
         let config = harness::RunConfig {
-            machine,
-            threads: 32,
-            placement: cli::Placement::Linux,
             duration_ns: 4_000_000,
-            seed: 1,
-            ttas_fairness: true,
-            read_pct: 95,
-            lockbench_locks: 2,
-            lockbench_ops: None,
-            store_buffers: true,
             trace: Some((2_000_000, 2_200_000)),
+            ..run_config("x5-4", 32, cli::Placement::Linux)
         };
         harness::run_once(lock, cli::WorkloadKind::LockTorture, &config).unwrap()
     };
@@ -1936,17 +1934,10 @@ fn workloads_and_the_lockbench_validation_rows() {
     use cli::LockKind::{Pthread, QSpinLock, Std, Ttas};
     use cli::WorkloadKind::{Counter, LockBench, LockTorture};
     let config = |machine: &str, threads, lockbench_ops, trace| harness::RunConfig {
-        machine: Machine::by_name(machine).unwrap(),
-        threads,
-        placement: cli::Placement::Linux,
         duration_ns: 2_000_000,
-        seed: 1,
-        ttas_fairness: true,
-        read_pct: 95,
-        lockbench_locks: 2,
         lockbench_ops,
-        store_buffers: true,
         trace,
+        ..run_config(machine, threads, cli::Placement::Linux)
     };
     // counter: every line of the protected data is loaded before it is stored.
     let traced = harness::run_once(
