@@ -478,13 +478,6 @@ pub fn linux_placement(
     seed: u64,
 ) -> Result<Vec<usize>, TooManyThreads> {
     let m = machine;
-    let nodes = m.node_count();
-    let per_node = m.hw_threads() / nodes;
-    // Within a node, threads go where `placement` puts a node's share.
-    let in_node: Vec<Vec<usize>> = {
-        let all = packed_placement(m, m.hw_threads())?;
-        all.chunks(per_node).map(<[usize]>::to_vec).collect()
-    };
     if threads > m.hw_threads() {
         return Err(TooManyThreads {
             machine: m.name,
@@ -492,6 +485,11 @@ pub fn linux_placement(
             hw_threads: m.hw_threads(),
         });
     }
+    let nodes = m.node_count();
+    let per_node = m.hw_threads() / nodes;
+    // Within a node, threads go where `packed_placement` puts a node's share.
+    let all = packed_placement(m, m.hw_threads())?;
+    let in_node: Vec<&[usize]> = all.chunks(per_node).collect();
     // Forks fill the parent's node first (the next node once it has no idle CPU).
     let mut running = vec![0usize; nodes];
     let mut left = threads;
