@@ -119,7 +119,7 @@ fn unknown_lock_and_workload_are_rejected() {
             "'foo'",
             "--locks",
             "mcs, cna, hq, qspinlock, cna-kernel, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
-             hq-rw, pl-rwlock, std-rwlock",
+             hq-rw, pl-rwlock, std-rwlock, sharded-rw",
         ],
     );
     assert_rejected(
@@ -326,6 +326,7 @@ fn help_explains_locks_workloads_and_columns() {
         "hq-rw",
         "pl-rwlock",
         "std-rwlock",
+        "sharded-rw",
         "write_wait_p99_us",
         "run as write locks",
     ] {
@@ -673,7 +674,7 @@ fn plot_writes_an_svg_per_workload() {
 /// 0 % every acquisition is a write (the two waits agree).
 #[test]
 fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
-    const RW: &str = "mcs-rw,cna-rw,hq-rw,pl-rwlock,std-rwlock";
+    const RW: &str = "mcs-rw,cna-rw,hq-rw,pl-rwlock,std-rwlock,sharded-rw";
     let header = CSV_HEADER.replace("wait_p99_us,", "wait_p99_us,write_wait_p99_us,");
     for pct in ["100", "95", "0"] {
         let stdout = tiny(&[
