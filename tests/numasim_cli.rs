@@ -689,7 +689,7 @@ fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
         ]);
         assert_eq!(stdout.lines().next(), Some(header.as_str()));
         let rows = csv_rows(&stdout);
-        assert_eq!(rows.len(), 10 * 2, "{stdout}");
+        assert_eq!(rows.len(), 11 * 2, "{stdout}");
         for row in &rows {
             assert_eq!(row.len(), 12, "{row:?}");
             assert_eq!(row[2], "rw");
