@@ -712,7 +712,7 @@ fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
         "--duration-us",
         "100",
     ]);
-    assert_eq!(stdout.lines().count(), 1 + 5 * 2 * 6, "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 6 * 2 * 6, "{stdout}");
     // The default is 95 % reads.
     let args = ["--threads", "8", "--locks", "cna-rw", "--workload", "rw"];
     let with_95: Vec<&str> = args.iter().copied().chain(["--read-pct", "95"]).collect();
