@@ -496,7 +496,7 @@ fn stats_adds_six_columns_with_the_feature_and_is_an_error_without() {
     assert_eq!(rows.len(), 5, "{stdout}");
     for row in &rows {
         assert_eq!(row.len(), 21, "{row:?}");
-        let stats = &row[13..];
+        let stats = &row[15..];
         if ["parking_lot", "std"].contains(&row[0]) {
             assert!(stats.iter().all(|cell| cell.is_empty()), "{row:?}");
             continue;
