@@ -1,4 +1,5 @@
-//! Criterion benchmarks of the rwlocks beside `parking_lot::RwLock` and `std::sync::RwLock`.
+//! Criterion benchmarks of the rwlocks beside `parking_lot::RwLock`, `std::sync::RwLock` and
+//! crossbeam-utils' `ShardedLock` (`sharded`).
 //!
 //! - `rwlock_uncontended/<lock>/{read,write}`: `read()` or `write()` and the guard's drop on one
 //!   thread (the compact one-word lock for ours); time per pair.
@@ -60,6 +61,20 @@ impl BenchRw for std::sync::RwLock<u64> {
     }
 }
 
+impl BenchRw for crossbeam_utils::sync::ShardedLock<u64> {
+    fn new() -> Self {
+        crossbeam_utils::sync::ShardedLock::new(0)
+    }
+    #[inline]
+    fn read(&self) -> u64 {
+        *crossbeam_utils::sync::ShardedLock::read(self).unwrap()
+    }
+    #[inline]
+    fn write(&self) {
+        *crossbeam_utils::sync::ShardedLock::write(self).unwrap() += 1;
+    }
+}
+
 macro_rules! for_each_rw {
     ($f:ident($($arg:expr),*)) => {
         $f::<parking_lot::RwLock<u64>>("parking_lot", $($arg),*);
@@ -67,6 +82,7 @@ macro_rules! for_each_rw {
         $f::<numa_locks::McsRwLock<u64>>("mcs-rw", $($arg),*);
         $f::<numa_locks::CnaRwLock<u64>>("cna-rw", $($arg),*);
         $f::<numa_locks::HqRwLock<u64>>("hq-rw", $($arg),*);
+        $f::<crossbeam_utils::sync::ShardedLock<u64>>("sharded", $($arg),*);
     };
 }
 

@@ -100,7 +100,10 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
         options.workloads.len() * options.threads.len() * options.runs * options.locks.len();
     let estimate = Duration::from_millis(options.duration_ms).as_secs_f64() * total as f64;
     let reads = if options.workloads.contains(&cli::WorkloadKind::Rw) {
-        format!(", rw reads {}%", options.read_pct)
+        match options.writers {
+            Some(writers) => format!(", rw: {writers} dedicated writer(s), work {}", options.work),
+            None => format!(", rw reads {}%, work {}", options.read_pct, options.work),
+        }
     } else {
         String::new()
     };
@@ -130,6 +133,8 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
                 slots: options.slots,
                 notify_all: options.notify_all,
                 read_pct: options.read_pct,
+                writers: options.writers,
+                work: options.work,
             };
             // results[i] holds the runs of options.locks[i].
             let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); options.locks.len()];

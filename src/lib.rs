@@ -91,6 +91,10 @@ pub use rwlock::{
 #[doc(hidden)]
 pub use sync::PathEvent;
 
+/// The rwlock's biased read path's loom probes.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use raw_rwlock::table::probe as loom_rwlock_probe;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use sync::loom_clock;

@@ -11,14 +11,21 @@ use cli::{assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_di
 
 const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_sec,stddev,\
                           speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct,\
-                          speedup_vs_pl_rwlock";
+                          speedup_vs_pl_rwlock,reads_per_sec,writes_per_sec";
 
 const ALL_LOCKS: &str =
-    "mcs, cna, hq, parking_lot, std, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock";
+    "mcs, cna, hq, parking_lot, std, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded";
 const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer, pc, rw";
 /// The mutexes, then the rwlocks: the default `--locks` of `--workload rw`.
 const MUTEXES: [&str; 5] = ["mcs", "cna", "hq", "parking_lot", "std"];
-const RWLOCKS: [&str; 5] = ["mcs-rw", "cna-rw", "hq-rw", "pl-rwlock", "std-rwlock"];
+const RWLOCKS: [&str; 6] = [
+    "mcs-rw",
+    "cna-rw",
+    "hq-rw",
+    "pl-rwlock",
+    "std-rwlock",
+    "sharded",
+];
 
 /// The example binary that `cargo test` builds next to the test binaries
 /// (target/<profile>/examples/locktorture), if it exists and is newer than every source it is
@@ -334,7 +341,7 @@ fn tiny_run_prints_well_formed_csv() {
     assert_eq!(rows.len(), 5 * 2, "one row per (lock, threads):\n{stdout}");
 
     for row in &rows {
-        assert_eq!(row.len(), 13, "{row:?}");
+        assert_eq!(row.len(), 15, "{row:?}");
         assert!(MUTEXES.contains(&row[0]), "{row:?}");
         assert_eq!(row[1], "counter", "{row:?}");
         assert!(["1", "2"].contains(&row[2]), "{row:?}");
@@ -488,8 +495,8 @@ fn stats_adds_six_columns_with_the_feature_and_is_an_error_without() {
     let rows = csv_rows(&stdout);
     assert_eq!(rows.len(), 5, "{stdout}");
     for row in &rows {
-        assert_eq!(row.len(), 19, "{row:?}");
-        let stats = &row[13..];
+        assert_eq!(row.len(), 21, "{row:?}");
+        let stats = &row[15..];
         if ["parking_lot", "std"].contains(&row[0]) {
             assert!(stats.iter().all(|cell| cell.is_empty()), "{row:?}");
             continue;

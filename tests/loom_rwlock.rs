@@ -13,7 +13,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 use numa_locks::raw::{RawCna, RawMcs};
-use numa_locks::{RawNumaRwLock, loom_clock, topology, tunables};
+use numa_locks::{RawNumaRwLock, loom_clock, loom_rwlock_probe, topology, tunables};
 
 /// Bounds the preemptions loom explores, keeping each model within CI time.
 fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
@@ -221,4 +221,123 @@ fn timed_writer_leaves_no_trace() {
         writer.join().unwrap();
         assert!(!shared.0.is_locked());
     });
+}
+
+// ---- the biased read path (the visible-readers table) ---------------------------------------
+//
+// Under loom the table has 2 rows of 1 entry, handed out in turn: the main thread takes row 0
+// when `new_shared` inflates the lock (a fresh inflated lock is biased), the next thread row 1,
+// the one after that row 0 again, so that two threads share a row.
+
+/// A biased reader (publishing in its row of the table) races with a writer that revokes the
+/// bias: the CAS of the entry and the revocation cannot miss each other (the data cell checks
+/// it), the writer counts the reader's entry and waits for it, and a reader that publishes
+/// after the revocation backs off through the slots.
+#[test]
+fn biased_reader_and_revoking_writer() {
+    tunables::reset_defaults();
+    loom_rwlock_probe::take_biased_entries();
+    loom_rwlock_probe::take_biased_backoffs();
+    loom_rwlock_probe::take_table_units_seen();
+    model(3, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        let s2 = shared.clone();
+        let reader = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            assert!(read(&s2) <= 1);
+        });
+        topology::set_thread_node(Some(0));
+        write(&shared);
+        reader.join().unwrap();
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_biased_entries() > 0,
+        "no reader entered through the table"
+    );
+    assert!(
+        loom_rwlock_probe::take_table_units_seen() > 0,
+        "no writer waited for a table entry"
+    );
+    assert!(
+        loom_rwlock_probe::take_biased_backoffs() > 0,
+        "no reader backed off a revoked bias"
+    );
+}
+
+/// A read guard entered through the table on one thread and dropped on another: the entry
+/// stays in the first thread's row, balanced by a slot decrement. The writer that revokes the
+/// bias moves it to a slot (`normalize_table`); the writers after it, which do not count the
+/// table, must still find the lock free (a unit left behind would be a deadlock, which loom
+/// reports), while a reader races with the first of them.
+#[test]
+fn guard_dropped_on_another_thread_is_normalized() {
+    tunables::reset_defaults();
+    loom_rwlock_probe::take_normalized();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawCna, false>(true);
+        let s2 = shared.clone();
+        // Takes the read lock through its own row and hands the guard back.
+        thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            s2.0.lock_shared();
+        })
+        .join()
+        .unwrap();
+        topology::set_thread_node(Some(0));
+        // SAFETY: the read lock taken above, dropped here.
+        unsafe { shared.0.unlock_shared() };
+        let s3 = shared.clone();
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            write(&s3);
+        });
+        assert!(read(&shared) <= 1);
+        writer.join().unwrap();
+        write(&shared);
+        write(&shared);
+        assert_eq!(read(&shared), 3);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_normalized() > 0,
+        "no writer moved an entry out of the table"
+    );
+}
+
+/// Two readers share a row (loom's table has 2 rows): a reader's leaving may clear the entry
+/// the other published, and the other then decrements a slot; a writer races with both. Only
+/// the sum of entries and slots counts, so the writer neither misses a reader nor waits
+/// forever.
+#[test]
+fn readers_sharing_a_row_with_a_writer() {
+    tunables::reset_defaults();
+    loom_rwlock_probe::take_biased_entries();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        let (s2, s3) = (shared.clone(), shared.clone());
+        let own_row = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            assert!(read(&s2) <= 1);
+        });
+        let shared_row = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            assert!(read(&s3) <= 1);
+        });
+        topology::set_thread_node(Some(0));
+        assert!(read(&shared) <= 1);
+        write(&shared);
+        own_row.join().unwrap();
+        shared_row.join().unwrap();
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_biased_entries() > 0,
+        "no reader entered through the table"
+    );
 }

@@ -119,7 +119,7 @@ fn unknown_lock_and_workload_are_rejected() {
             "'foo'",
             "--locks",
             "mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
-             hq-rw, pl-rwlock, std-rwlock",
+             hq-rw, pl-rwlock, std-rwlock, sharded-rw",
         ],
     );
     assert_rejected(
@@ -326,6 +326,7 @@ fn help_explains_locks_workloads_and_columns() {
         "hq-rw",
         "pl-rwlock",
         "std-rwlock",
+        "sharded-rw",
         "write_wait_p99_us",
         "run as write locks",
     ] {
@@ -709,7 +710,7 @@ fn plot_writes_an_svg_per_workload() {
 /// 0 % every acquisition is a write (the two waits agree).
 #[test]
 fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
-    const RW: &str = "mcs-rw,cna-rw,hq-rw,pl-rwlock,std-rwlock";
+    const RW: &str = "mcs-rw,cna-rw,hq-rw,pl-rwlock,std-rwlock,sharded-rw";
     let header = CSV_HEADER.replace("wait_p99_us,", "wait_p99_us,write_wait_p99_us,");
     for pct in ["100", "95", "0"] {
         let stdout = tiny(&[
@@ -724,7 +725,7 @@ fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
         ]);
         assert_eq!(stdout.lines().next(), Some(header.as_str()));
         let rows = csv_rows(&stdout);
-        assert_eq!(rows.len(), 10 * 2, "{stdout}");
+        assert_eq!(rows.len(), 11 * 2, "{stdout}");
         for row in &rows {
             assert_eq!(row.len(), 12, "{row:?}");
             assert_eq!(row[2], "rw");
@@ -747,7 +748,7 @@ fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
         "--duration-us",
         "100",
     ]);
-    assert_eq!(stdout.lines().count(), 1 + 5 * 2 * 6, "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 6 * 2 * 6, "{stdout}");
     // The default is 95 % reads.
     let args = ["--threads", "8", "--locks", "cna-rw", "--workload", "rw"];
     let with_95: Vec<&str> = args.iter().copied().chain(["--read-pct", "95"]).collect();

@@ -486,9 +486,15 @@ fn read_mostly_table_on_x5_4() {
         }
     }
     let rate = |name, pct, threads| at72[&(name, pct, threads)].0;
-    // Readers alone: 40x (measured 146 against 3.6 ops/us; the target is 0.8 x 72,
-    // not reached: the 18 readers of a socket share its 4 slots' lines).
-    assert!(rate("cna-rw", 100, 72) > 25.0 * rate("cna-rw", 100, 1));
+    // Readers alone: 0.8 of linear at 72 threads, the target (#37: measured 242 against
+    // 3.6 ops/us, 0.93; each biased reader writes its own row of the visible-readers table.
+    // Before the table, the 18 readers of a socket shared its 4 slots' lines: 146, 0.56).
+    for name in ["cna-rw", "hq-rw"] {
+        assert!(
+            rate(name, 100, 72) > 0.8 * 72.0 * rate(name, 100, 1),
+            "{name}"
+        );
+    }
     assert!(rate("cna-rw", 100, 72) > 20.0 * rate("one-word", 100, 72));
     // 95 % reads: measured 4.1 (cna-rw) and 2.4 (hq-rw) against the one-word model's 0.5.
     // hq-rw was 2.6 before a head handed the lock by a marking holder took it with a plain

@@ -40,6 +40,9 @@ pub enum LockKind {
     PlRwLock,
     /// `std::sync::RwLock`.
     StdRwLock,
+    /// `crossbeam_utils::sync::ShardedLock`: a reader locks one of 8 shards picked by thread,
+    /// a writer all of them.
+    Sharded,
 }
 
 impl LockKind {
@@ -48,16 +51,17 @@ impl LockKind {
         [Self::Mcs, Self::Cna, Self::Hq, Self::ParkingLot, Self::Std];
 
     /// The reader-writer locks: added to the default `--locks` when `--workload` has `rw`.
-    pub const RWLOCKS: [LockKind; 5] = [
+    pub const RWLOCKS: [LockKind; 6] = [
         Self::McsRw,
         Self::CnaRw,
         Self::HqRw,
         Self::PlRwLock,
         Self::StdRwLock,
+        Self::Sharded,
     ];
 
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 10] = [
+    pub const ALL: [LockKind; 11] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
@@ -68,6 +72,7 @@ impl LockKind {
         Self::HqRw,
         Self::PlRwLock,
         Self::StdRwLock,
+        Self::Sharded,
     ];
 
     /// The name used on the command line and in the output (numasim's names for the same locks).
@@ -83,6 +88,7 @@ impl LockKind {
             Self::HqRw => "hq-rw",
             Self::PlRwLock => "pl-rwlock",
             Self::StdRwLock => "std-rwlock",
+            Self::Sharded => "sharded",
         }
     }
 
@@ -169,6 +175,11 @@ pub struct Options {
     pub notify_all: bool,
     /// `rw`: the percentage of operations that are reads, 0..=100.
     pub read_pct: u64,
+    /// `rw`: `Some(n)`: threads `0..n` only write and the others only read (`--read-pct` is
+    /// then unused).
+    pub writers: Option<usize>,
+    /// `rw`: PRNG rounds inside every critical section and, besides the usual few, outside.
+    pub work: u64,
 }
 
 /// A bad value: the complete message (naming the value, the option and what is allowed), without
@@ -191,11 +202,13 @@ const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
 const MAX_SLOTS: u64 = 1_000_000;
 const MAX_READ_PCT: u64 = 100;
+const MAX_WRITERS: u64 = 1023;
+const MAX_WORK: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --spin-us, --steal-bound-us, \
                             --hq-domain-handoffs, --format, --plot, \
-                            --stats, --slots, --notify, --read-pct, --help";
+                            --stats, --slots, --notify, --read-pct, --writers, --work, --help";
 
 const ABOUT: &str = "\
 locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex (and the
@@ -227,8 +240,11 @@ WORKLOADS (what one critical section does):
                 look a key up under the shared lock (read()) and check its seal, the others
                 store a new value and seal under the exclusive lock (write()) and keep a count
                 and a sum of all values. A mutex takes its only lock for both. Handoffs are
-                counted between exclusive acquisitions only (a read leaves no trace)
-    The rwlocks (mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock) run every workload but pc, and
+                counted between exclusive acquisitions only (a read leaves no trace).
+                --writers N makes threads 0..N dedicated writers and the rest dedicated
+                readers; --work N adds N PRNG rounds inside every critical section and outside
+    The rwlocks (mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded: crossbeam-utils'
+    ShardedLock) run every workload but pc, and
     all but rw through write() alone: what swapping a Mutex for an RwLock costs.
     Between acquisitions every thread also does a few ns of local work (xorshift PRNG rounds), so the
     lock stays hot.
@@ -256,6 +272,8 @@ COLUMNS:
                             same workload and thread count, measured in this invocation: the
                             rwlock comparison, as speedup_vs_parking_lot is the mutex one ('-' in
                             the table and empty in CSV when pl-rwlock is not among --locks)
+    reads_per_sec           of ops_per_sec, the reads (rw's shared acquisitions); mean over runs
+    writes_per_sec          of ops_per_sec, the exclusive acquisitions; mean over runs
   With --stats (build with --features stats), after remote_handoff_pct:
     wait_p50_ns, wait_p99_ns, wait_max_ns
                             time from the lock() call to holding the lock, per acquisition, from
@@ -280,7 +298,7 @@ Progress goes to stderr, results to stdout. Bad input exits with code 2.";
 )]
 struct Args {
     /// Comma list of locks to run; allowed: mcs, cna, hq, parking_lot, std (mutexes), mcs-rw,
-    /// cna-rw, hq-rw, pl-rwlock, std-rwlock (rwlocks: see WORKLOADS). Default: the mutexes, and
+    /// cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded (rwlocks: see WORKLOADS). Default: the mutexes, and
     /// the rwlocks too when --workload has rw (and not pc)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, allow_hyphen_values = true)]
     locks: Option<List<LockKind>>,
@@ -375,6 +393,17 @@ struct Args {
     #[arg(long, value_name = "P", default_value = "95",
           value_parser = parse_read_pct, allow_hyphen_values = true)]
     read_pct: u64,
+
+    /// Workload rw: threads 0..N only write and the others only read (dedicated writers beside
+    /// dedicated readers; --read-pct is unused), 1..=1023, fewer than every --threads value
+    #[arg(long, value_name = "N", value_parser = parse_writers, allow_hyphen_values = true)]
+    writers: Option<usize>,
+
+    /// Workload rw: N units of work (xorshift PRNG rounds) inside every critical section, and N
+    /// more outside, 0..=1000000
+    #[arg(long, value_name = "N", default_value = "0",
+          value_parser = parse_work, allow_hyphen_values = true)]
+    work: u64,
 }
 
 /// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
@@ -418,10 +447,22 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
              has {one}"
         )));
     }
+    if let Some(writers) = args.writers {
+        if !args.workload.0.contains(&WorkloadKind::Rw) {
+            return Err(report(&format!(
+                "--writers {writers} applies to --workload rw only, which --workload does not have"
+            )));
+        }
+        if let Some(&few) = args.threads.0.iter().find(|&&n| n <= writers) {
+            return Err(report(&format!(
+                "--writers {writers} needs more threads than writers (at least one reader), but                  --threads has {few}"
+            )));
+        }
+    }
     let locks = match args.locks {
         Some(List(locks)) => locks,
         None if args.workload.0.contains(&WorkloadKind::Rw) && !has_pc => {
-            [LockKind::MUTEXES, LockKind::RWLOCKS].concat()
+            [&LockKind::MUTEXES[..], &LockKind::RWLOCKS[..]].concat()
         }
         None => LockKind::MUTEXES.to_vec(),
     };
@@ -448,6 +489,8 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
         slots: args.slots,
         notify_all: args.notify,
         read_pct: args.read_pct,
+        writers: args.writers,
+        work: args.work,
     })
 }
 
@@ -527,6 +570,8 @@ fn expected_value(flag: &str) -> String {
         "--slots" => format!("an integer from 1 to {MAX_SLOTS}"),
         "--notify" => "allowed: one, all".to_string(),
         "--read-pct" => format!("an integer from 0 to {MAX_READ_PCT} (percent of reads)"),
+        "--writers" => format!("an integer from 1 to {MAX_WRITERS} (dedicated writer threads)"),
+        "--work" => format!("an integer from 0 to {MAX_WORK} (PRNG rounds)"),
         _ => String::new(),
     }
 }
@@ -659,6 +704,14 @@ fn parse_slots(value: &str) -> Result<usize, CliError> {
 
 fn parse_read_pct(value: &str) -> Result<u64, CliError> {
     parse_number("--read-pct", value, 0, MAX_READ_PCT)
+}
+
+fn parse_writers(value: &str) -> Result<usize, CliError> {
+    parse_number("--writers", value, 1, MAX_WRITERS).map(|n| n as usize)
+}
+
+fn parse_work(value: &str) -> Result<u64, CliError> {
+    parse_number("--work", value, 0, MAX_WORK)
 }
 
 fn parse_notify(value: &str) -> Result<bool, CliError> {

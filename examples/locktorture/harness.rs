@@ -155,6 +155,27 @@ where
     }
 }
 
+impl<T: Send + Sync> LockUnderTest<T> for crossbeam_utils::sync::ShardedLock<T> {
+    fn new(data: T) -> Self {
+        crossbeam_utils::sync::ShardedLock::new(data)
+    }
+
+    #[inline]
+    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+        // As for std::sync::Mutex: poisoning adds nothing to a failed run.
+        critical_section(&mut self.write().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    #[inline]
+    fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
+        read_section(&self.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn into_data(self) -> T {
+        self.into_inner().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl<T: Send + Sync> LockUnderTest<T> for std::sync::RwLock<T> {
     fn new(data: T) -> Self {
         std::sync::RwLock::new(data)
@@ -243,6 +264,11 @@ pub struct RunConfig {
     pub notify_all: bool,
     /// Workloads with reads (`rw`): the percentage of operations that read, 0..=100.
     pub read_pct: u64,
+    /// Workloads with reads: `Some(n)`: workers `0..n` only write, the others only read.
+    pub writers: Option<usize>,
+    /// Workloads with reads: PRNG rounds inside every critical section and, besides
+    /// [`LOCAL_WORK_ROUNDS`], outside.
+    pub work: u64,
 }
 
 /// What one worker counted.
@@ -292,7 +318,8 @@ pub fn run_once(lock: LockKind, workload: WorkloadKind, config: &RunConfig) -> R
             | LockKind::CnaRw
             | LockKind::HqRw
             | LockKind::PlRwLock
-            | LockKind::StdRwLock => unreachable!("pc with the rwlock {}", lock.name()),
+            | LockKind::StdRwLock
+            | LockKind::Sharded => unreachable!("pc with the rwlock {}", lock.name()),
         },
     }
 }
@@ -309,6 +336,7 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> RunResult {
         LockKind::HqRw => run::<HqRwLock<Protected<W>>, W>(config),
         LockKind::PlRwLock => run::<parking_lot::RwLock<Protected<W>>, W>(config),
         LockKind::StdRwLock => run::<std::sync::RwLock<Protected<W>>, W>(config),
+        LockKind::Sharded => run::<crossbeam_utils::sync::ShardedLock<Protected<W>>, W>(config),
     }
 }
 
@@ -417,6 +445,9 @@ where
     }
     let penalty = config.remote_penalty;
     let read_pct = config.read_pct;
+    // `Some(true)`: a dedicated writer, `Some(false)`: a dedicated reader (`--writers`).
+    let writer = config.writers.map(|writers| id < writers);
+    let work = if W::HAS_READS { config.work } else { 0 };
     let mut rng = rng_for_worker(id as u64);
     let mut local = W::Local::default();
     let mut counts = ThreadCounts::default();
@@ -424,14 +455,22 @@ where
     start.wait();
     // Relaxed: see the store in `run`.
     while !stop.load(Ordering::Relaxed) {
-        for _ in 0..LOCAL_WORK_ROUNDS {
+        for _ in 0..LOCAL_WORK_ROUNDS as u64 + work {
             rng.next_u64();
         }
         let input = W::prepare(&mut rng);
         // `HAS_READS` is a constant: the other workloads draw nothing here.
-        if W::HAS_READS && rng.next_u64() % 100 < read_pct {
+        let read = W::HAS_READS
+            && match writer {
+                Some(writer) => !writer,
+                None => rng.next_u64() % 100 < read_pct,
+            };
+        if read {
             // A read leaves no trace in the handoff bookkeeping: it cannot write the data.
-            lock.with_read_lock(|protected| protected.workload.read_section(input));
+            lock.with_read_lock(|protected| {
+                protected.workload.read_section(input);
+                work_rounds(&mut rng, work);
+            });
             counts.ops += 1;
             counts.reads += 1;
             continue;
@@ -451,12 +490,21 @@ where
             }
             protected.last_node = node;
             protected.workload.critical_section(input, &mut local);
+            work_rounds(&mut rng, work);
         });
         counts.ops += 1;
     }
     // Keeps the local work alive: without a use of the final state it could be optimised away.
     black_box(rng);
     counts
+}
+
+/// `--work`: `rounds` PRNG rounds (inside a critical section).
+#[inline]
+fn work_rounds(rng: &mut crate::common::workload::XorShift, rounds: u64) {
+    for _ in 0..rounds {
+        rng.next_u64();
+    }
 }
 
 /// Busy-waits for `penalty`, standing in for the cache misses a remote handoff causes.

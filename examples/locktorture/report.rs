@@ -10,7 +10,7 @@ use crate::harness::{RunResult, WaitHold};
 /// The CSV header, also the table's column names.
 ///
 /// `speedup_vs_pl_rwlock` came last, after the columns scripts already read by position.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 15] = [
     "lock",
     "workload",
     "threads",
@@ -24,6 +24,8 @@ pub const COLUMNS: [&str; 13] = [
     "max_min",
     "remote_handoff_pct",
     "speedup_vs_pl_rwlock",
+    "reads_per_sec",
+    "writes_per_sec",
 ];
 
 /// The columns `--stats` appends.
@@ -53,6 +55,10 @@ pub struct Row {
     pub speedup: Option<f64>,
     /// `ops_per_sec` over parking_lot::RwLock's (`pl-rwlock`), when it ran.
     pub speedup_vs_pl_rwlock: Option<f64>,
+    /// Of `ops_per_sec`, the reads (mean over runs).
+    pub reads_per_sec: f64,
+    /// Of `ops_per_sec`, the exclusive acquisitions (mean over runs).
+    pub writes_per_sec: f64,
     /// Mean over runs of the busiest half's share of the ops.
     pub fairness_factor: f64,
     /// Mean over runs of max/min per-thread ops (infinite when a thread did nothing).
@@ -78,6 +84,8 @@ pub struct RowKey {
 pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
     let rates: Vec<f64> = runs.iter().map(ops_per_sec).collect();
     let (ops_per_sec, stddev) = mean_and_stddev(&rates);
+    let read_rates: Vec<f64> = runs.iter().map(reads_per_sec).collect();
+    let (reads_per_sec, _) = mean_and_stddev(&read_rates);
 
     let shapes: Vec<(f64, f64)> = runs
         .iter()
@@ -111,6 +119,8 @@ pub fn summarize(key: RowKey, runs: &[RunResult]) -> Row {
         stddev,
         speedup: None,
         speedup_vs_pl_rwlock: None,
+        reads_per_sec,
+        writes_per_sec: ops_per_sec - reads_per_sec,
         fairness_factor,
         max_min,
         remote_handoff_pct,
@@ -162,6 +172,11 @@ fn ops_per_sec(run: &RunResult) -> f64 {
     ops as f64 / run.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
 }
 
+fn reads_per_sec(run: &RunResult) -> f64 {
+    let reads: u64 = run.per_thread.iter().map(|c| c.reads).sum();
+    reads as f64 / run.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
+}
+
 fn mean_and_stddev(samples: &[f64]) -> (f64, f64) {
     let n = samples.len() as f64;
     let mean = samples.iter().sum::<f64>() / n;
@@ -200,6 +215,8 @@ fn cells(row: &Row, missing: &str, stats: bool) -> Vec<String> {
         format!("{:.3}", row.max_min),
         format!("{:.2}", row.remote_handoff_pct),
         speedup(row.speedup_vs_pl_rwlock),
+        format!("{:.0}", row.reads_per_sec),
+        format!("{:.0}", row.writes_per_sec),
     ];
     if stats {
         match row.stats {

@@ -49,11 +49,13 @@ pub enum LockKind {
     PlRwLock,
     /// The model of Rust std's futex `RwLock` (rwlocks.rs).
     StdRwLock,
+    /// The model of crossbeam-utils' `ShardedLock` (rwlocks.rs).
+    ShardedRw,
 }
 
 impl LockKind {
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 15] = [
+    pub const ALL: [LockKind; 16] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
@@ -69,6 +71,7 @@ impl LockKind {
         Self::HqRw,
         Self::PlRwLock,
         Self::StdRwLock,
+        Self::ShardedRw,
     ];
 
     /// The name used on the command line and in the output.
@@ -89,6 +92,7 @@ impl LockKind {
             Self::HqRw => "hq-rw",
             Self::PlRwLock => "pl-rwlock",
             Self::StdRwLock => "std-rwlock",
+            Self::ShardedRw => "sharded-rw",
         }
     }
 }
@@ -242,7 +246,10 @@ LOCKS:
                   READERS_WAITING, WRITERS_WAITING) and a writer_notify futex; up to 100 loads
                   before a futex_wait; readers wait behind waiting writers; unlock wakes one
                   writer, else every reader
-    The rwlocks (mcs-rw ... std-rwlock) take their shared lock for the rw workload's reads and
+    sharded-rw    MODEL of crossbeam-utils 0.8's ShardedLock (src/sync/sharded_lock.rs): 8
+                  cache-padded std RwLocks (the std-rwlock model); a reader read-locks the shard
+                  of its thread index, a writer write-locks all 8 in order
+    The rwlocks (mcs-rw ... sharded-rw) take their shared lock for the rw workload's reads and
     their exclusive lock for everything else: with another workload they run as write locks.
     The mutexes take their only lock for the rw workload's reads and writes alike.
     The models are written for the simulator on numa_sim's atomics (examples/numasim/
@@ -330,9 +337,9 @@ struct Args {
     threads: Option<List<usize>>,
 
     /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std,
-    /// pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock (models: qspinlock,
-    /// cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, pl-rwlock, std-rwlock; see
-    /// LOCKS)
+    /// pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded-rw (models:
+    /// qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, pl-rwlock,
+    /// std-rwlock, sharded-rw; see LOCKS)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
     locks: List<LockKind>,
 

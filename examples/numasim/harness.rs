@@ -22,7 +22,7 @@ use numa_sim::{Access, Machine, Simulation, thread};
 use crate::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
 use crate::cli::{LockKind, WorkloadKind};
 use crate::kernel::{CnaKernel, CnaKernelWoSro, QSpinLock};
-use crate::rwlocks::{PlRwLock, StdRwLock};
+use crate::rwlocks::{PlRwLock, ShardedRw, StdRwLock};
 use crate::workload::{Counter, FreeList, Kv, LockBench, LockTorture, Rw, Workload, XorShift};
 
 /// `Head::last_thread` before the first acquisition.
@@ -320,6 +320,7 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
         LockKind::HqRw => run::<CrateRwLock<RawHqRwLock>, W>(config),
         LockKind::PlRwLock => run::<PlRwLock, W>(config),
         LockKind::StdRwLock => run::<StdRwLock, W>(config),
+        LockKind::ShardedRw => run::<ShardedRw, W>(config),
     }
 }
 

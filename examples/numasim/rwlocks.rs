@@ -557,3 +557,50 @@ impl StdRwLock {
         })
     }
 }
+
+/// `ShardedLock::NUM_SHARDS` (crossbeam-utils 0.8.23, `src/sync/sharded_lock.rs`).
+const SHARDS: usize = 8;
+
+/// A model of crossbeam-utils 0.8.23's `ShardedLock` (`src/sync/sharded_lock.rs`): 8 shards,
+/// each a cache-padded `std::sync::RwLock<()>` (here the [`StdRwLock`] model, whose words sit in
+/// the shard's own padded line). A reader read-locks the shard of its thread index (crossbeam's
+/// registry hands out the lowest free index, so the harness's dense thread number `me` stands
+/// for it), masked into the 8 shards; a writer write-locks every shard in order, 0 to 7, and
+/// unlocks them in reverse order.
+pub struct ShardedRw {
+    shards: Box<[CachePadded<StdRwLock>]>,
+}
+
+impl SimLock for ShardedRw {
+    type Shared = ();
+
+    fn shared(_threads: usize, _config: &RunConfig) {}
+
+    fn new(shared: &Arc<()>, index: usize, config: &RunConfig) -> Self {
+        ShardedRw {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(<StdRwLock as SimLock>::new(shared, index, config)))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn with_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R {
+        self.write_from(0, me, critical_section)
+    }
+
+    #[inline]
+    fn with_read_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R {
+        self.shards[me & (SHARDS - 1)].with_read_lock(me, critical_section)
+    }
+}
+
+impl ShardedRw {
+    /// Write-locks shards `first..` in order, runs `critical_section`, unlocks them in reverse.
+    fn write_from<R>(&self, first: usize, me: usize, critical_section: impl FnOnce() -> R) -> R {
+        match self.shards.get(first) {
+            Some(shard) => shard.with_lock(me, || self.write_from(first + 1, me, critical_section)),
+            None => critical_section(),
+        }
+    }
+}

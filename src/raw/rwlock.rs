@@ -1,7 +1,10 @@
-//! `RawNumaRwLock`: a reader-writer lock whose readers write only a line of their own NUMA node
-//! and whose writers queue through one of the crate's queue locks (`RawMcs`, `RawCna`, `RawHq`).
+//! `RawNumaRwLock`: a reader-writer lock whose readers write only a line no other running
+//! reader writes (their thread's row of a process-wide table, or else a line of their NUMA
+//! node) and whose writers queue through one of the crate's queue locks (`RawMcs`, `RawCna`,
+//! `RawHq`).
 //!
-//! Ideas from BRAVO (Dice & Kogan, ATC 2019: a reader fast path that a writer revokes), the
+//! Ideas from BRAVO (Dice & Kogan, ATC 2019: a reader bias that a writer revokes, and one
+//! process-wide table of visible readers), the
 //! per-node reader indicators of Calciu et al. ("NUMA-Aware Reader-Writer Locks", PPoPP 2013)
 //! and the kernel's percpu-rwsem (per-CPU counters whose *sum* is the reader count, so a reader
 //! may leave on another CPU than it entered); written for this crate.
@@ -10,11 +13,20 @@
 //! word   compact state (bit 0 set)  |  pointer to Inflated (bit 0 clear)   (8 bytes: the whole lock)
 //!
 //! Inflated (heap, made on first contention, freed by drop):
-//!   state    [ WRITER | HELD | VETO | READERS_PARKED | WRITER_WAITS | waiting readers ... ]
-//!   drain    the writer's futex word while it waits for readers to leave; the writer streak
+//!   state    [ WRITER | HELD | VETO | READERS_PARKED | BIAS | waiting readers ... ], and on
+//!            its line the writers' streak (the holder of M's own)
 //!   writers  M: the queue lock writers and upgradable readers take (RawMcs, RawCna or RawHq)
-//!   slots    one cache-padded reader counter per NUMA node (a power of two, at least 2)
+//!   drain    the writer's futex word while it waits for readers to leave; the bias inhibition
+//!   slots    4 cache-padded reader counters per NUMA node (a power of two, at least 2)
+//!
+//! The visible-readers table (one per process, `src/raw/rwlock_table.rs`): a row of 16 words per
+//! thread; a biased reader of a lock CASes the entry of its row that the lock hashes to from 0
+//! to the lock's key.
 //! ```
+//!
+//! Memory: 8 bytes per lock until it is contended; then one block of 3 lines plus 4 lines per
+//! node (2.4 KiB on 4 nodes; `tests/rwlock_memory.rs` measures 100,000 of them), whatever the
+//! number of locks, plus the table: 128 KiB for the whole process.
 //!
 //! # Compact mode: never contended, never allocates
 //!
@@ -43,7 +55,22 @@
 //!
 //! # Inflated mode
 //!
-//! **Readers** count themselves in the slot of the node they run on, then look at `state`: if
+//! **Biased readers** (BRAVO): while `BIAS` is set, a reader publishes itself in its row of the
+//! table (a CAS of its entry from 0 to the lock's key, on a line no other running thread
+//! writes), then looks at `state`: with `BIAS` set and `WRITER` clear it holds the lock. An
+//! entry is one *unit* of the reader count, as a slot increment is: a reader leaves by clearing
+//! its row's entry if it holds the key, and otherwise by decrementing a slot (its guard may
+//! have been dropped on another thread, or another reader of its row cleared its entry and
+//! decremented instead); only the sum of entries and slots counts. A writer's revocation clears
+//! `BIAS`; it then counts the entries holding the key in every row handed out, with the slots,
+//! until the sum is 0, and moves any entry left (balanced by a decrement) into slot 0, so that
+//! while `BIAS` is clear no unit lives in the table and writers need not count it. The bias
+//! then stays off for 9 times what that revocation took (BRAVO's inhibition): a reader that
+//! enters through the slots looks at the clock on one entry in 16 and sets `BIAS` again once
+//! the inhibition is over.
+//!
+//! **Readers** (the bias off, or no row or a busy entry) count themselves in the slot of the
+//! node they run on (one of 4 lanes, by thread), then look at `state`: if
 //! no writer has revoked the readers' fast path (`WRITER` clear) they hold the lock, having
 //! written only their node's line (`state` is read-shared by every node and changes only when a
 //! writer comes). A reader leaves by decrementing the slot of the node it runs on *then*, which
@@ -67,10 +94,10 @@
 //! | `HELD`            | that writer, once the slots drained (CAS; recursive locks only) | with `WRITER` |
 //! | `VETO`            | a recursive reader that entered while `WRITER` without `HELD` | the writer, before it rescans |
 //! | `READERS_PARKED`  | a reader, before sleeping on `state` while `WRITER` | the unlock that clears `WRITER` (and wakes) |
-//! | `WRITER_WAITS`    | a writer holding `M`, before sleeping on `state` until waiting readers got in | the writer, when it sets `WRITER` or gives up |
-//! | `waiting` (count) | a reader that found `WRITER`, once per acquisition (register) | that reader, once it got in or gave up |
+//! | `BIAS`            | a fresh block (non-recursive); a reader once the inhibition is over | a writer's revocation (with `WRITER`) |
+//! | `waiting` (count) | a reader that found `WRITER` and spun its spin time, once per acquisition (register) | that reader, once it got in or gave up |
 //!
-//! Transitions of one writer: `M` taken → (maybe: wait for `waiting == 0`) → `WRITER` →
+//! Transitions of one writer: `M` taken → (maybe: the registered readers' turn) → `WRITER` →
 //! slots drain → (recursive locks: `WRITER | HELD`, a CAS that fails if `VETO` or anything else
 //! changed, and then the writer rescans) → critical
 //! section → `WRITER`, `HELD`, `VETO`, `READERS_PARKED` cleared (one `fetch_and`, Release), wake
@@ -92,13 +119,16 @@
 //! - **Writers are not starved by readers** (non-recursive locks): once a writer has set
 //!   `WRITER`, no reader can enter (the fast path backs off; waiting readers wait for `WRITER`
 //!   to clear). The writer waits only for the readers already inside when it revoked.
-//! - **Readers are not starved by writers**: a reader that finds `WRITER` registers in
-//!   `waiting`. A writer that takes `M` while readers are registered counts a *streak*; after
-//!   [`WRITER_STREAK_LIMIT`] consecutive such writers, the next one does not revoke until the
-//!   registered readers got in (`waiting == 0`; with `WRITER` clear no new reader registers, so
-//!   this ends). A registered reader thus waits for at most `WRITER_STREAK_LIMIT + 1` writers'
-//!   critical sections (plus the current one). `unlock_exclusive_fair` ends the streak at once:
-//!   the next writer lets the registered readers in first.
+//!   So a waiting writer sits through one read phase at most.
+//! - **Readers are not starved by writers** (eventual fairness, as parking_lot's): a reader
+//!   that finds `WRITER` spins its spin time, then registers in `waiting`. A writer that takes
+//!   `M` while readers are registered counts a *streak*; once it is at least
+//!   [`WRITER_STREAK_LIMIT`] writers and 20 µs long, the next writer gives the registered
+//!   readers a turn before it revokes: it waits (with `WRITER` clear) until they all got in, or
+//!   until none of them got in for 5 µs (the others are preempted or still waking: they get
+//!   the next turn). A registered reader that runs thus waits about 20 µs plus a critical
+//!   section. `unlock_exclusive_fair` ends the streak at once: the next writer gives the
+//!   registered readers their turn first.
 //! - A **recursive** lock (`RECURSIVE = true`, parking_lot's `RecursiveRwLock`) lets a reader
 //!   in while a writer has revoked but not yet drained (`WRITER` without `HELD`), by setting
 //!   `VETO`, which makes the writer rescan. Like parking_lot's, it can starve writers under a
@@ -112,7 +142,8 @@ use crossbeam_utils::CachePadded;
 
 use crate::raw::{RawCna, RawHq, RawMcs};
 use crate::sync::{
-    AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, fence, now_ns, spin_hint, yield_now,
+    AtomicPtr, AtomicU32, AtomicU64, EXHAUSTIVE, Ordering, const_fn, fence, now_ns, spin_hint,
+    yield_now,
 };
 use crate::topology;
 use crate::wait::{self, SpinBudget};
@@ -136,20 +167,51 @@ const HELD: u32 = 2;
 const VETO: u32 = 4;
 /// `state`: a reader sleeps on `state` until `WRITER` clears.
 const READERS_PARKED: u32 = 8;
-/// `state`: a writer holding `M` sleeps on `state` until `waiting` is 0.
-const WRITER_WAITS: u32 = 16;
+/// `state`: 16 is unused (it was a writer sleeping until the registered readers got in; the
+/// readers' turn now spins, briefly).
+/// `state`: readers may publish themselves in the visible-readers table ([`table`]) instead of
+/// counting in a slot (BRAVO's reader bias). Set at first contention and by a reader once the
+/// inhibition after a revocation is over; cleared by a writer's revocation, which then counts
+/// the table's entries too. Never set in a recursive lock.
+const BIAS: u32 = 32;
 /// `state`: one registered waiting reader (the count is the bits from here up).
-const WAITING_ONE: u32 = 32;
+const WAITING_ONE: u32 = 64;
+
+/// After a revocation that found the bias set took `t` ns (counting the table's entries and
+/// waiting for those readers), the bias stays off for `REBIAS_INHIBIT * t`: writers pay for
+/// counting the table at most about 1 / (1 + `REBIAS_INHIBIT`) of their time (BRAVO's N = 9).
+const REBIAS_INHIBIT: u64 = 9;
+
+/// A reader that entered through the slots while the bias is off looks at the clock on one
+/// in this many such entries, to set the bias again once the inhibition is over.
+const REBIAS_SAMPLE: u32 = 16;
+
+#[path = "rwlock_table.rs"]
+pub(crate) mod table;
+use table::note_probe;
 
 /// `drain`: the writer sleeps on `drain` until a reader leaves; readers bump the rest by 2.
 const DRAIN_PARKED: u32 = 1;
 const DRAIN_BUMP: u32 = 2;
 
 /// The number of consecutive writers that may take the lock while readers are registered as
-/// waiting; the next writer lets those readers in before it revokes. 4 keeps writer-heavy
-/// workloads batched (a writer handoff through `M` is cheaper than a reader phase) while a
-/// reader waits for at most 5 writers' critical sections.
+/// waiting, at least; the streak also lasts at least [`READER_TURN_NS`] (eventual fairness, as
+/// parking_lot's), then the next writer lets those readers in before it revokes. A count alone
+/// (4 writers, then a turn that waited for every registered reader) cost dedicated writers on
+/// 2 cores 99 % of their rate: some registered reader was always preempted.
 pub const WRITER_STREAK_LIMIT: u32 = 4;
+
+/// The shortest streak of writers ahead of registered readers, in ns (see
+/// [`WRITER_STREAK_LIMIT`]): a registered reader that runs waits about this long plus the
+/// writer inside.
+const READER_TURN_NS: u64 = 20_000;
+
+/// `streak`: set by `unlock_exclusive_fair`: the next writer gives the registered readers their
+/// turn at once.
+const FAIR_TURN: u32 = u32::MAX;
+
+/// The readers' turn ends when none of the registered readers got in for this long, in ns.
+const READER_TURN_STALL_NS: u64 = 5_000;
 
 /// Reader slots per NUMA node: a node's readers spread over this many lines, by thread, so
 /// that a socket's 18 cores do not all write one line. A writer reads them all, so more slots
@@ -163,6 +225,12 @@ crate::sync::thread_local! {
     /// The calling thread's lane among its node's [`SLOTS_PER_NODE`] slots; `usize::MAX` until
     /// first asked.
     static READER_LANE: core::cell::Cell<usize> = const { core::cell::Cell::new(usize::MAX) };
+}
+
+crate::sync::thread_local! {
+    /// Counts the calling thread's entries through the slots while the bias is off (see
+    /// [`REBIAS_SAMPLE`]).
+    static REBIAS_TICK: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
 }
 
 /// The calling thread's lane (see [`READER_LANE`]): a hash of its thread seed, so threads
@@ -305,12 +373,13 @@ pub struct RawNumaRwLock<M: WriterLock, const RECURSIVE: bool = false> {
 /// The state of an inflated lock (see the module docs).
 struct Inflated<M> {
     /// Read by every reader on every acquisition; written only when writers come.
-    state: CachePadded<AtomicU32>,
+    state: CachePadded<WriterLine>,
+    /// The queue lock of writers and upgradable readers, on a line of its own: its queue head
+    /// spins on it while the holder writes `state`.
+    writers: CachePadded<M>,
     /// The writer's drain futex and its streak, away from `state` so that leaving readers'
     /// bumps do not invalidate the line every reader reads.
     drain: CachePadded<DrainWord>,
-    /// The queue lock of writers and upgradable readers.
-    writers: CachePadded<M>,
     /// [`SLOTS_PER_NODE`] reader counters per node (see `node_stride`); their wrapping sum is the number
     /// of readers inside (or about to back off).
     slots: Box<[CachePadded<AtomicU32>]>,
@@ -323,12 +392,26 @@ struct Inflated<M> {
     node_stride: usize,
 }
 
+/// The revocation word, with what only the holder of `M` reads and writes (which it touches
+/// when it writes the word anyway). `M` has a line of its own: with `M` on this line (so that
+/// a handoff between writers moved one line, not two) the 0 % reads rate in numa_sim did not
+/// change, and the 95 % one halved (X5-4, 72 threads: cna-rw 3.8 against 7.3 M ops/s),
+/// since `M`'s queue head spins on its word while the holder writes `state`.
+struct WriterLine {
+    word: AtomicU32,
+    /// Consecutive writers that took `M` while readers were registered waiting; read and
+    /// written only by the holder of `M` (Relaxed: `M` orders them), on the line it holds.
+    streak: AtomicU32,
+    /// When the current streak began (`now_ns`); as `streak`, the holder of `M`'s own.
+    streak_start: AtomicU64,
+}
+
 struct DrainWord {
     /// `DRAIN_PARKED | bumps * DRAIN_BUMP`.
     seq: AtomicU32,
-    /// Consecutive writers that took `M` while readers were registered waiting; read and
-    /// written only by the holder of `M` (Relaxed: `M` orders them).
-    streak: AtomicU32,
+    /// The `now_ns` time before which readers do not set `BIAS` again; written by the writer
+    /// that revoked a bias, read by a sample of the readers (Relaxed: only a hint).
+    inhibit_until: AtomicU64,
 }
 
 #[inline(always)]
@@ -506,7 +589,10 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
             } else {
                 0
             };
-            block.state.store(inherited, Ordering::Relaxed);
+            // A fresh lock is biased (BRAVO): its readers go through the table until a writer
+            // revokes.
+            let bias = if RECURSIVE { 0 } else { BIAS };
+            block.state.word.store(inherited | bias, Ordering::Relaxed);
             // Release: publishes the block's initial state to whoever reads the pointer
             // (Acquire in `load_word`/`compact_cas`). Acquire: the compact holder's accesses
             // we take over (its reader count, its exclusive hold) happen before ours.
@@ -528,20 +614,29 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     /// Acquires a shared lock, waiting as long as needed.
     #[inline]
     pub fn lock_shared(&self) {
-        let word = self.load_word();
-        // Acquire: pairs with the Release of the previous compact unlock.
-        if word.addr() == FREE
-            && self
-                .compact_cas(FREE, FREE | C_READER, Ordering::Acquire)
-                .is_ok()
-        {
-            return;
+        if !self.fast_cas(FREE, FREE | C_READER, Ordering::Acquire) {
+            self.lock_shared_slow(None);
         }
-        self.lock_shared_slow(None);
+    }
+
+    /// The uncontended transition `from → to` in one look and one weak CAS, nothing else on
+    /// the path (the callers' slow paths are out of line, so that this one needs no stack
+    /// frame); `false` sends the caller to its slow path, which looks again. Acquire or
+    /// Release on success as the caller says; Relaxed on failure (the slow path reloads).
+    #[inline(always)]
+    fn fast_cas(&self, from: usize, to: usize, success: Ordering) -> bool {
+        // Look first, as `compact_cas` does: an inflated lock's word is never written again.
+        let now = self.word.load(Ordering::Relaxed);
+        now.addr() == from
+            && self
+                .word
+                .compare_exchange_weak(now, compact(to), success, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// The slow path of `lock_shared` and of its timed tries.
     #[cold]
+    #[inline(never)]
     fn lock_shared_slow(&self, deadline: Option<u64>) -> bool {
         let mut word = self.load_word();
         let mut backoff = CasBackoff::new();
@@ -595,6 +690,15 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline]
     pub unsafe fn unlock_shared(&self) {
         // Release: the reader's accesses happen before the next writer's acquisition.
+        if !self.fast_cas(FREE | C_READER, FREE, Ordering::Release) {
+            self.unlock_shared_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlock_shared_slow(&self) {
+        // Release: as in `unlock_shared` (a weak CAS may have failed spuriously).
         if let Err(word) = self.compact_cas(FREE | C_READER, FREE, Ordering::Release) {
             self.block(word).leave_reader();
         }
@@ -606,15 +710,13 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline]
     pub fn lock_exclusive(&self) {
         // Acquire: pairs with the Release of the previous compact unlock.
-        if self
-            .compact_cas(FREE, FREE | C_WRITER, Ordering::Acquire)
-            .is_err()
-        {
+        if !self.fast_cas(FREE, FREE | C_WRITER, Ordering::Acquire) {
             self.lock_exclusive_slow(None);
         }
     }
 
     #[cold]
+    #[inline(never)]
     fn lock_exclusive_slow(&self, deadline: Option<u64>) -> bool {
         let mut word = self.load_word();
         let mut backoff = CasBackoff::new();
@@ -658,6 +760,18 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline]
     pub unsafe fn unlock_exclusive(&self) {
         // Release: the critical section happens before the next acquisition.
+        if !self.fast_cas(FREE | C_WRITER, FREE, Ordering::Release) {
+            // SAFETY: the caller's.
+            unsafe { self.unlock_exclusive_slow() };
+        }
+    }
+
+    /// # Safety
+    /// As for `unlock_exclusive`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn unlock_exclusive_slow(&self) {
+        // Release: as in `unlock_exclusive` (a weak CAS may have failed spuriously).
         if let Err(word) = self.compact_cas(FREE | C_WRITER, FREE, Ordering::Release) {
             // SAFETY: the caller holds the exclusive lock, hence `M` (inherited or taken).
             unsafe { self.block(word).unlock_exclusive(false) };
@@ -854,7 +968,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
             return word.addr() != FREE;
         }
         let block = self.block(word);
-        block.writers.writers_locked() || block.readers() != 0
+        block.writers.writers_locked() || block.readers(!block.recursive) != 0
     }
 
     /// Whether a writer holds the lock or waits for its readers to leave (a snapshot).
@@ -864,7 +978,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
             return word.addr() & C_WRITER != 0;
         }
         // Relaxed: a snapshot.
-        self.block(word).state.load(Ordering::Relaxed) & WRITER != 0
+        self.block(word).state.word.load(Ordering::Relaxed) & WRITER != 0
     }
 }
 
@@ -886,18 +1000,30 @@ impl<M: WriterLock, const RECURSIVE: bool> Default for RawNumaRwLock<M, RECURSIV
     }
 }
 
+impl<M> Drop for Inflated<M> {
+    fn drop(&mut self) {
+        if !self.recursive {
+            table::clear(ptr::from_ref(self).addr() as u64);
+        }
+    }
+}
+
 impl<M: WriterLock> Inflated<M> {
     fn new(recursive: bool) -> Self {
         let nodes = topology::node_count().max(topology::virtual_nodes().unwrap_or(1));
         let node_stride = nodes.min(MAX_SLOTS / SLOTS_PER_NODE).next_power_of_two();
         let count = (node_stride * SLOTS_PER_NODE).max(MIN_SLOTS);
         Inflated {
-            state: CachePadded::new(AtomicU32::new(0)),
+            writers: CachePadded::new(M::new_writer_lock()),
+            state: CachePadded::new(WriterLine {
+                word: AtomicU32::new(0),
+                streak: AtomicU32::new(0),
+                streak_start: AtomicU64::new(0),
+            }),
             drain: CachePadded::new(DrainWord {
                 seq: AtomicU32::new(0),
-                streak: AtomicU32::new(0),
+                inhibit_until: AtomicU64::new(0),
             }),
-            writers: CachePadded::new(M::new_writer_lock()),
             slots: (0..count)
                 .map(|_| CachePadded::new(AtomicU32::new(0)))
                 .collect(),
@@ -916,13 +1042,100 @@ impl<M: WriterLock> Inflated<M> {
         &self.slots[node.wrapping_add(lane) & self.slot_mask]
     }
 
-    /// The wrapping sum of the slots: the readers inside (or about to back off). SeqCst: the
-    /// writer's side of the handshake (see the module docs); each load is also an Acquire
-    /// that pairs with the leaving readers' Release decrements.
-    fn readers(&self) -> u32 {
-        self.slots.iter().fold(0u32, |sum, slot| {
+    /// The wrapping sum of the slots, plus the table's entries for this lock when `table`: the
+    /// readers inside (or about to back off). SeqCst: the writer's side of the handshake (see
+    /// the module docs); each load is also an Acquire that pairs with the leaving readers'
+    /// Release decrements.
+    fn readers(&self, table: bool) -> u32 {
+        self.readers_and_units(table).0
+    }
+
+    /// [`readers`](Self::readers), and of them the table's entries.
+    fn readers_and_units(&self, table: bool) -> (u32, u32) {
+        let slots = self.slots.iter().fold(0u32, |sum, slot| {
             sum.wrapping_add(slot.load(Ordering::SeqCst))
-        })
+        });
+        let units = if table { table::count(self.key()) } else { 0 };
+        if units != 0 {
+            note_probe!(table_units_seen);
+        }
+        (slots.wrapping_add(units), units)
+    }
+
+    /// Run by the writer that revoked the bias, once the readers drained: moves the entries
+    /// still holding this lock's key into slot 0, so that no unit of this lock is left in the
+    /// table while the bias is off (the writers that revoke without the bias do not count the
+    /// table). Such an entry is a reader that published and is about to back off, or one whose
+    /// guard was dropped on another thread (that thread decremented a slot instead): its unit
+    /// is balanced by a decrement, and moving it keeps the sum. A reader that backs off after
+    /// we took its entry finds it gone and decrements a slot, as for any taken unit.
+    #[cold]
+    fn normalize_table(&self) {
+        let moved = table::take_all(self.key());
+        if moved != 0 {
+            note_probe!(normalized);
+            // Relaxed: we hold the lock exclusively (no reader inside, `WRITER` set); our
+            // release of `WRITER` orders this before the next writer's slot loads.
+            self.slots[0].fetch_add(moved, Ordering::Relaxed);
+        }
+    }
+
+    /// This lock's key in the visible-readers table: the block's address (128-byte aligned,
+    /// never 0, unique while the lock lives; `Drop` clears what is left of it).
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        ptr::from_ref(self).addr() as u64
+    }
+
+    /// The biased read path: publish in the table, then look for a writer (or a revoked bias).
+    /// Returns `false` with our unit taken back if either came.
+    #[inline(always)]
+    fn try_enter_biased(&self) -> bool {
+        if !table::publish(self.key()) {
+            return false;
+        }
+        reader_handshake_fence();
+        // SeqCst: the reader's side of the handshake (the CAS in `publish` and this load), as
+        // on the slot path; also an Acquire that pairs with the last writer's Release.
+        let state = self.state.word.load(Ordering::SeqCst);
+        if state & (WRITER | BIAS) == BIAS {
+            note_probe!(biased_entry);
+            return true;
+        }
+        note_probe!(biased_backoff);
+        self.leave_reader();
+        false
+    }
+
+    /// A reader that entered through the slots with the bias off: on a sample of such entries,
+    /// sets the bias again once the inhibition after the last revocation is over.
+    #[inline(always)]
+    fn maybe_rebias(&self) {
+        let due = EXHAUSTIVE
+            || REBIAS_TICK
+                .try_with(|tick| {
+                    let n = tick.get().wrapping_add(1);
+                    tick.set(n);
+                    n.is_multiple_of(REBIAS_SAMPLE)
+                })
+                .unwrap_or(false);
+        if due {
+            self.rebias_if_due();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rebias_if_due(&self) {
+        // Relaxed: a hint; a bias set early or late only moves cost between readers and writers.
+        if now_ns() >= self.drain.inhibit_until.load(Ordering::Relaxed) {
+            // Relaxed: an RMW, so it takes its place in `state`'s modification order; a writer
+            // whose revocation comes later in it sees the bias and counts the table, and one
+            // that came earlier has `WRITER` set, which keeps biased readers out (they check
+            // `WRITER | BIAS == BIAS`) until its unlock.
+            self.state.word.fetch_or(BIAS, Ordering::Relaxed);
+            note_probe!(rebiased);
+        }
     }
 
     /// The reader fast path: count in our slot, then look for a writer. For a recursive lock
@@ -935,9 +1148,12 @@ impl<M: WriterLock> Inflated<M> {
         // otherwise see 2 RMWs per arrival on lines the writer reads. Relaxed: only a
         // shortcut to the slow path, which looks again; a stale `WRITER`-clear value just
         // means the handshake below decides.
-        let early = self.state.load(Ordering::Relaxed);
+        let early = self.state.word.load(Ordering::Relaxed);
         if early & WRITER != 0 && (!recursive || early & HELD != 0) {
             return false;
+        }
+        if early & BIAS != 0 && self.try_enter_biased() {
+            return true;
         }
         let slot = self.my_slot();
         // SeqCst: the reader's side of the handshake (see the module docs): this increment and
@@ -946,9 +1162,12 @@ impl<M: WriterLock> Inflated<M> {
         reader_handshake_fence();
         // SeqCst: as above; also an Acquire that pairs with the Release of the last writer's
         // unlock, so the reader sees its writes.
-        let mut state = self.state.load(Ordering::SeqCst);
+        let mut state = self.state.word.load(Ordering::SeqCst);
         loop {
             if state & WRITER == 0 {
+                if !recursive && state & BIAS == 0 {
+                    self.maybe_rebias();
+                }
                 return true;
             }
             if !recursive || state & HELD != 0 {
@@ -957,7 +1176,7 @@ impl<M: WriterLock> Inflated<M> {
             // Recursive: the writer still drains. Setting VETO makes its `HELD` CAS fail, so
             // it rescans and sees our increment. SeqCst: ordered after our increment, before
             // the writer's failing CAS and its rescan.
-            match self.state.compare_exchange(
+            match self.state.word.compare_exchange(
                 state,
                 state | VETO,
                 Ordering::SeqCst,
@@ -971,9 +1190,18 @@ impl<M: WriterLock> Inflated<M> {
         false
     }
 
-    /// A reader leaves: decrement the slot of the node it runs on now.
+    /// A reader leaves: clear our row's table entry if it holds this lock, or else decrement
+    /// the slot of the node we run on now (one unit either way: see [`table`]).
     #[inline]
     fn leave_reader(&self) {
+        if !self.recursive && table::retract(self.key()) {
+            reader_handshake_fence();
+            // SeqCst: the leaving side of the handshake, as in `leave_slot`.
+            if self.state.word.load(Ordering::SeqCst) & WRITER != 0 {
+                self.notify_drain();
+            }
+            return;
+        }
         self.leave_slot(self.my_slot());
     }
 
@@ -984,7 +1212,7 @@ impl<M: WriterLock> Inflated<M> {
         // that pairs with the writer's (Acquire) slot loads: our reads happen before its writes.
         slot.fetch_sub(1, Ordering::SeqCst);
         reader_handshake_fence();
-        if self.state.load(Ordering::SeqCst) & WRITER != 0 {
+        if self.state.word.load(Ordering::SeqCst) & WRITER != 0 {
             self.notify_drain();
         }
     }
@@ -1023,15 +1251,21 @@ impl<M: WriterLock> Inflated<M> {
             loop {
                 // Acquire: pairs with the Release of the writer's unlock (re-checked with
                 // SeqCst in `try_enter_reader`).
-                let state = self.state.load(Ordering::Acquire);
+                let state = self.state.word.load(Ordering::Acquire);
                 if state & WRITER == 0 || (recursive && state & HELD == 0) {
                     break;
                 }
+                if budget.spin() {
+                    continue;
+                }
                 if !registered {
-                    // Relaxed: `waiting` only steers the writers' fairness (which writer lets
-                    // readers in first); no data is published through it.
+                    // Registers only once its spin is over: a registration is an RMW on the
+                    // line every writer writes and every reader reads, and most readers get in
+                    // within their spin. Relaxed: `waiting` only steers the writers' fairness
+                    // (which writer lets readers in first); no data is published through it.
                     registered = self
                         .state
+                        .word
                         .compare_exchange(
                             state,
                             state + WAITING_ONE,
@@ -1041,13 +1275,10 @@ impl<M: WriterLock> Inflated<M> {
                         .is_ok();
                     continue;
                 }
-                if budget.spin() {
-                    continue;
-                }
                 if wait::expired(deadline) {
                     break 'outer false;
                 }
-                wait::announce_and_park(&self.state, state, READERS_PARKED, deadline);
+                wait::announce_and_park(&self.state.word, state, READERS_PARKED, deadline);
             }
             if self.try_enter_reader(recursive) {
                 break true;
@@ -1057,11 +1288,9 @@ impl<M: WriterLock> Inflated<M> {
             }
         };
         if registered {
-            // Relaxed: as for the registration; the wake is ordered by the futex itself.
-            let old = self.state.fetch_sub(WAITING_ONE, Ordering::Relaxed);
-            if old / WAITING_ONE == 1 && old & WRITER_WAITS != 0 {
-                wait::unpark(&*self.state);
-            }
+            // Relaxed: as for the registration (a writer giving readers their turn spins on
+            // the count; nobody sleeps on it).
+            self.state.word.fetch_sub(WAITING_ONE, Ordering::Relaxed);
         }
         entered
     }
@@ -1109,37 +1338,65 @@ impl<M: WriterLock> Inflated<M> {
     }
 
     /// The holder of `M`, before it revokes: counts the streak of writers that went ahead of
-    /// registered readers, and once it reaches [`WRITER_STREAK_LIMIT`] waits (with `WRITER`
-    /// clear) until those readers got in. `false` at `deadline`.
+    /// registered readers. Once it is [`WRITER_STREAK_LIMIT`] writers and [`READER_TURN_NS`]
+    /// long, this writer gives the registered readers their turn (with `WRITER` clear): it
+    /// waits until they all got in, or until none of them got in for [`READER_TURN_STALL_NS`]
+    /// (those are preempted or still waking: waiting for them would hand the lock to the
+    /// scheduler; they get the next turn). `false` at `deadline`.
     fn admit_waiting_readers(&self, deadline: Option<u64>) -> bool {
         // Relaxed: a fairness hint (see the registration in `lock_shared_waiting`).
-        if self.state.load(Ordering::Relaxed) < WAITING_ONE {
-            // Relaxed: only the holder of `M` touches the streak; `M` orders it.
-            self.drain.streak.store(0, Ordering::Relaxed);
+        if self.state.word.load(Ordering::Relaxed) < WAITING_ONE {
+            // Relaxed: only the holder of `M` touches the streak; `M` orders it. Written only
+            // when it changes.
+            if self.state.streak.load(Ordering::Relaxed) != 0 {
+                self.state.streak.store(0, Ordering::Relaxed);
+            }
             return true;
         }
-        let streak = self.drain.streak.load(Ordering::Relaxed);
-        if streak < WRITER_STREAK_LIMIT {
-            self.drain.streak.store(streak + 1, Ordering::Relaxed);
-            return true;
+        // Relaxed (streak and its start): only the holder of `M` touches them; `M` orders it.
+        let streak = self.state.streak.load(Ordering::Relaxed);
+        if streak != FAIR_TURN {
+            if streak == 0 {
+                self.state.streak_start.store(now_ns(), Ordering::Relaxed);
+            }
+            // The clock is read on one writer in 8 past the count, not on every one.
+            if streak < WRITER_STREAK_LIMIT
+                || !streak.is_multiple_of(8)
+                || now_ns().saturating_sub(self.state.streak_start.load(Ordering::Relaxed))
+                    < READER_TURN_NS
+            {
+                self.state.streak.store(streak + 1, Ordering::Relaxed);
+                return true;
+            }
         }
-        self.drain.streak.store(0, Ordering::Relaxed);
-        let mut budget = SpinBudget::new(deadline);
+        self.state.streak.store(0, Ordering::Relaxed);
+        let mut waiting = u32::MAX;
+        let mut stalled_at = u64::MAX;
         loop {
             // Relaxed: as above; no data is read through it.
-            let state = self.state.load(Ordering::Relaxed);
+            let state = self.state.word.load(Ordering::Relaxed);
             if state < WAITING_ONE {
                 return true;
             }
-            if budget.spin() {
-                continue;
+            let now = now_ns();
+            if state / WAITING_ONE < waiting {
+                // A registered reader got in (or we just started): the turn goes on.
+                waiting = state / WAITING_ONE;
+                stalled_at = now.saturating_add(READER_TURN_STALL_NS);
+            }
+            if now >= stalled_at {
+                return true;
             }
             if wait::expired(deadline) {
-                // Relaxed: only a wake-up request; nobody sleeps on it but us.
-                self.state.fetch_and(!WRITER_WAITS, Ordering::Relaxed);
                 return false;
             }
-            wait::announce_and_park(&self.state, state, WRITER_WAITS, deadline);
+            // Spins, never parks: a sleep (timer slack, then a run queue on a crowded core)
+            // would outlast the turn many times over.
+            if EXHAUSTIVE {
+                yield_now();
+            } else {
+                spin_hint();
+            }
         }
     }
 
@@ -1147,13 +1404,14 @@ impl<M: WriterLock> Inflated<M> {
     /// then holds the lock exclusively. At `deadline` it takes the revocation back (still
     /// holding `M`) and returns `false`.
     fn revoke_and_drain(&self, deadline: Option<u64>) -> bool {
-        // SeqCst: the writer's side of the handshake (see the module docs). Clears
-        // WRITER_WAITS: our wait for readers (if any) is over.
-        let mut state = self.state.load(Ordering::Relaxed);
+        // SeqCst: the writer's side of the handshake (see the module docs).
+        // Clears BIAS too: if it was set, the table may hold readers, and we count them until
+        // they are gone (then keep the bias off for a while: see `REBIAS_INHIBIT`).
+        let mut state = self.state.word.load(Ordering::Relaxed);
         loop {
-            match self.state.compare_exchange_weak(
+            match self.state.word.compare_exchange_weak(
                 state,
-                (state | WRITER) & !WRITER_WAITS,
+                (state | WRITER) & !BIAS,
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
@@ -1161,7 +1419,18 @@ impl<M: WriterLock> Inflated<M> {
                 Err(now) => state = now,
             }
         }
-        if self.drain(deadline) {
+        let biased = state & BIAS != 0;
+        let started = if biased { now_ns() } else { 0 };
+        let drained = self.drain(deadline, biased);
+        if biased {
+            let now = now_ns();
+            let inhibit = now.saturating_sub(started).saturating_mul(REBIAS_INHIBIT);
+            // Relaxed: a hint for the readers (see `rebias_if_due`).
+            self.drain
+                .inhibit_until
+                .store(now.saturating_add(inhibit), Ordering::Relaxed);
+        }
+        if drained {
             true
         } else {
             self.release_writer_bit();
@@ -1171,7 +1440,7 @@ impl<M: WriterLock> Inflated<M> {
 
     /// Waits (spin, then sleep on `drain`) until no reader is inside, then (recursive locks
     /// only) sets `HELD`.
-    fn drain(&self, deadline: Option<u64>) -> bool {
+    fn drain(&self, deadline: Option<u64>, table: bool) -> bool {
         // Made at the first reader found inside, not before the first look: making it reads the
         // clock, and most writers of a contended lock find no reader (locktorture `rw` at 0 %
         // reads on 2 cores: the clock read was 39 % of the profile's samples).
@@ -1185,7 +1454,11 @@ impl<M: WriterLock> Inflated<M> {
             // this `seen` come before the slot loads in the `SeqCst` order. A fence on this slow
             // path costs little, and states the order for every model (loom included).
             fence(Ordering::SeqCst);
-            if self.readers() == 0 {
+            let (readers, units) = self.readers_and_units(table);
+            if readers == 0 {
+                if units != 0 {
+                    self.normalize_table();
+                }
                 if !self.recursive {
                     // No recursive reader can veto, and nobody reads `HELD`: drained. This
                     // saves a CAS on `state` that every reader registering as waiting made
@@ -1198,15 +1471,16 @@ impl<M: WriterLock> Inflated<M> {
                     return true;
                 }
                 // SeqCst: ordered after the slot loads; pairs with a recursive reader's VETO.
-                let state = self.state.load(Ordering::SeqCst);
+                let state = self.state.word.load(Ordering::SeqCst);
                 if state & VETO != 0 {
                     // A recursive reader entered: rescan (it is in the slots now).
-                    self.state.fetch_and(!VETO, Ordering::SeqCst);
+                    self.state.word.fetch_and(!VETO, Ordering::SeqCst);
                     continue;
                 }
                 // SeqCst: fails if a recursive reader set VETO after our slot loads.
                 if self
                     .state
+                    .word
                     .compare_exchange(state, state | HELD, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok()
                 {
@@ -1238,9 +1512,10 @@ impl<M: WriterLock> Inflated<M> {
         // (their loads are Acquire or SeqCst).
         let old = self
             .state
+            .word
             .fetch_and(!(WRITER | HELD | VETO | READERS_PARKED), Ordering::Release);
         if old & READERS_PARKED != 0 {
-            wait::unpark(&*self.state);
+            wait::unpark(&self.state.word);
         }
     }
 
@@ -1252,9 +1527,7 @@ impl<M: WriterLock> Inflated<M> {
         if fair {
             // Relaxed: only the holder of `M` touches the streak. The next writer lets the
             // registered readers in first.
-            self.drain
-                .streak
-                .store(WRITER_STREAK_LIMIT, Ordering::Relaxed);
+            self.state.streak.store(FAIR_TURN, Ordering::Relaxed);
         }
         self.release_writer_bit();
         if fair {
