@@ -122,6 +122,9 @@ fn torture(options: &Options) -> (Vec<Row>, usize) {
     let began = Instant::now();
     let mut rows = Vec::new();
     let mut done = 0;
+    if let Some(spins) = options.think_spins {
+        workload::THINK_SPINS.store(spins, std::sync::atomic::Ordering::Relaxed);
+    }
     let mut violations = 0;
     for &workload in &options.workloads {
         for &threads in &options.threads {

@@ -180,6 +180,9 @@ pub struct Options {
     pub writers: Option<usize>,
     /// `rw`: PRNG rounds inside every critical section and, besides the usual few, outside.
     pub work: u64,
+    /// `hammer`: `Some(n)`: think for `n` `spin_loop` hints between acquisitions instead of the
+    /// clock-timed 1 µs.
+    pub think_spins: Option<u64>,
 }
 
 /// A bad value: the complete message (naming the value, the option and what is allowed), without
@@ -204,11 +207,13 @@ const MAX_SLOTS: u64 = 1_000_000;
 const MAX_READ_PCT: u64 = 100;
 const MAX_WRITERS: u64 = 1023;
 const MAX_WORK: u64 = 1_000_000;
+const MAX_THINK_SPINS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --spin-us, --steal-bound-us, \
                             --hq-domain-handoffs, --format, --plot, \
-                            --stats, --slots, --notify, --read-pct, --writers, --work, --help";
+                            --stats, --slots, --notify, --read-pct, --writers, --work, --think-spins, \
+                            --help";
 
 const ABOUT: &str = "\
 locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex (and the
@@ -226,7 +231,8 @@ WORKLOADS (what one critical section does):
     freelist    pops a 64-byte block from the head of a shared index-linked free list and pushes
                 back the block the thread popped last time (a page allocator's zone lock)
     hammer      increments one shared counter, then spins about 1 us (a clock-timed loop)
-                before the next acquisition: the loop a new user writes to try a lock
+                before the next acquisition: the loop a new user writes to try a lock;
+                --think-spins N spins N spin_loop hints instead (no clock reads)
     pc          producers and consumers (half the threads each, rounded up for producers; needs
                 2 threads at least) on a bounded queue of --slots messages, with two condition
                 variables (not full, not empty) of the lock's own kind (parking_lot::Condvar,
@@ -404,6 +410,11 @@ struct Args {
     #[arg(long, value_name = "N", default_value = "0",
           value_parser = parse_work, allow_hyphen_values = true)]
     work: u64,
+
+    /// Workload hammer: think for N spin_loop hints between acquisitions instead of the
+    /// clock-timed 1 us, 0..=1000000
+    #[arg(long, value_name = "N", value_parser = parse_think_spins, allow_hyphen_values = true)]
+    think_spins: Option<u64>,
 }
 
 /// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
@@ -491,6 +502,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
         read_pct: args.read_pct,
         writers: args.writers,
         work: args.work,
+        think_spins: args.think_spins,
     })
 }
 
@@ -572,6 +584,7 @@ fn expected_value(flag: &str) -> String {
         "--read-pct" => format!("an integer from 0 to {MAX_READ_PCT} (percent of reads)"),
         "--writers" => format!("an integer from 1 to {MAX_WRITERS} (dedicated writer threads)"),
         "--work" => format!("an integer from 0 to {MAX_WORK} (PRNG rounds)"),
+        "--think-spins" => format!("an integer from 0 to {MAX_THINK_SPINS} (spin_loop hints)"),
         _ => String::new(),
     }
 }
@@ -712,6 +725,10 @@ fn parse_writers(value: &str) -> Result<usize, CliError> {
 
 fn parse_work(value: &str) -> Result<u64, CliError> {
     parse_number("--work", value, 0, MAX_WORK)
+}
+
+fn parse_think_spins(value: &str) -> Result<u64, CliError> {
+    parse_number("--think-spins", value, 0, MAX_THINK_SPINS)
 }
 
 fn parse_notify(value: &str) -> Result<bool, CliError> {

@@ -119,6 +119,10 @@ pub struct Hammer {
 /// The spin between two of `hammer`'s acquisitions.
 const HAMMER_SPIN: std::time::Duration = std::time::Duration::from_micros(1);
 
+/// `--think-spins`: `hammer` thinks for this many `spin_loop` hints instead of [`HAMMER_SPIN`];
+/// `u64::MAX` (the default) keeps the clock-timed spin. Set once before the runs.
+pub static THINK_SPINS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
 impl Workload for Hammer {
     type Input = ();
     type Local = ();
@@ -130,6 +134,13 @@ impl Workload for Hammer {
     }
 
     fn prepare(_rng: &mut XorShift) {
+        let spins = THINK_SPINS.load(std::sync::atomic::Ordering::Relaxed);
+        if spins != u64::MAX {
+            for _ in 0..spins {
+                std::hint::spin_loop();
+            }
+            return;
+        }
         let start = std::time::Instant::now();
         while start.elapsed() < HAMMER_SPIN {
             std::hint::spin_loop();
