@@ -6,82 +6,68 @@
 //! variable tests (its WebKit producer/consumer queue tests included) and Rust std's
 //! non-poisoning ones run against them in CI (`cargo test -p upstream_tests`).
 //!
-//! # Design: one notified waiter at a time in the lock's queue
+//! # Design: notified waiters take the mutex as arriving threads do
 //!
-//! A waiter waits on its own queue node (the one every lock of the crate gives each thread),
-//! first in the condition variable's list, then in the mutex's queue:
+//! A waiter waits on its own queue node (the one every lock of the crate gives each thread), in
+//! the condition variable's list (linked by the node's `next`, under a small internal word
+//! lock); its node's `cv_queued` word says whether it is still listed:
 //!
 //! ```text
-//! condvar list (next), notified prefix [..]     mutex queue
-//! W1 -> W2 -> W3                                holder | head -> a -> tail
-//!   notify_all:   [W2 -> W3]                    holder | head -> a -> W1 = tail  (W1 in flight)
-//!   W1 gets the mutex, passes on:  [W3]         W1 | ... -> W2 = tail            (W2 in flight)
+//! condvar list: W1 -> W2 -> W3        notify_one: W1 leaves the list, is woken if it sleeps,
+//!                                     and calls the mutex's lock() like any thread
 //! ```
 //!
-//! - `wait`: the waiter resets its node as an arriving lock waiter would, appends it to the list
-//!   (under a small internal word lock), **then** releases the mutex, so a notify that comes
-//!   after the release finds it. It then yields the CPU once: if the yield comes back at once
-//!   (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time before it
-//!   parks on its node's status word, since on a free core the notify is likely near; otherwise
-//!   it parks at once (spinning would only take the CPU from the thread that must notify it).
-//!   Once its yields have found the core crowded twice in a row it skips the yield for a while
-//!   (`wait::core_is_free`): on a crowded core each one cost a time slice.
-//! - `notify_one` / `notify_all` mark the first un-notified waiter / all of them as
-//!   **notified**; the notified waiters are always a prefix of the list. Then, unless a notified
-//!   waiter is already **in flight**, the oldest notified waiter leaves the list and is
-//!   **requeued** into the mutex's queue (`QueueLock::requeue`: one tail swap, exactly as if it
-//!   had called `lock()`), and is now the one in flight. Nobody is woken by the notify itself:
-//!   the waiter sleeps on until the lock's normal handoff makes it head.
-//! - The waiter in flight, as soon as it holds the mutex, **passes on**: it puts the next
-//!   notified waiter in flight the same way. So at most one waiter per condition variable is in
-//!   the mutex's queue because of a notify. Why: moving every notified waiter into the queue at
-//!   once (this crate's first design) handed the mutex to each of them in turn, and with a
-//!   one-slot producer/consumer queue all but one found their predicate false and waited again:
-//!   parking_lot's WebKit queue tests, 20 threads on 2 cores, ran 10 to 100 times slower than
-//!   parking_lot (20.7 futex calls and 14.2 context switches per message against 10.5 and 5.7).
-//!   Passed on one at a time, a notified waiter reaches the mutex after the previous one has
-//!   changed the state and released it, as with parking_lot's requeue-behind-the-mutex.
+//! - `wait`: the waiter appends its node to the list, **then** releases the mutex, so a notify
+//!   that comes after the release finds it. It then yields the CPU once: if the yield comes back
+//!   at once (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time
+//!   before it sleeps on its `cv_queued` word, since on a free core the notify is likely near;
+//!   otherwise it sleeps at once (spinning would only take the CPU from the thread that must
+//!   notify it). Once its yields have found the core crowded twice in a row it skips the yield
+//!   for a while (`wait::core_is_free`): on a crowded core each one cost a time slice.
+//! - `notify_one` / `notify_all` take the oldest waiter / all of them off the list, tell each
+//!   with one swap of its `cv_queued` word, and wake those that sleep (after releasing the list
+//!   lock, a few at a time). A notify with nobody waiting is a lock, a load and an unlock: no
+//!   system call.
+//! - A notified waiter takes the mutex with the mutex's own `lock()`: it may take a free mutex
+//!   at once, spin, or queue and sleep like any arriving thread. Why not requeue it into the
+//!   mutex's queue, as parking_lot does and as this crate first did: a waiter in the queue is
+//!   handed the mutex in turn, asleep or not, and every handoff to a sleeper makes the mutex
+//!   wait for its wake-up. On a one-slot producer/consumer queue with more threads than cores
+//!   that cost a second sleep per message (`locktorture --workload pc`, 8 threads on 2 cores:
+//!   2.8 futex calls and 1.8 context switches per message against parking_lot's 1.6 and 0.9,
+//!   at 0.4x its throughput; see `docs/DESIGN.md`).
 //! - A timed wait whose deadline passes takes the internal lock: if its node is still in the
-//!   list, it unlinks it and re-locks the mutex like any thread. It returns "timed out" only if
-//!   it was not notified; a notified waiter that leaves before it was put in flight was notified
-//!   (the notification is not lost either: `notify_one` returned `true` for it). If it is in
-//!   flight already, it waits for its turn in the mutex's queue.
+//!   list, it unlinks it and returns "timed out" after re-locking the mutex; if a notify took it
+//!   off first, it was notified (and `notify_one` returned `true` for it).
 //!
 //! There are no spurious wake-ups, so `notify_one` returns whether it notified a waiter and
-//! `notify_all` how many (waiters notified before and not yet in flight are not counted again),
-//! as `lock_api` documents for such implementations. The one exception: a thread that cannot
-//! get any queue node at all (over a million threads alive at once) waits by releasing and
-//! re-taking the mutex, a spurious wake-up.
+//! `notify_all` how many, as `lock_api` documents for such implementations. The one exception: a
+//! thread that cannot get any queue node at all (over a million threads alive at once) waits by
+//! releasing and re-taking the mutex, a spurious wake-up.
 //!
 //! As with parking_lot, the waiters of one condition variable must all use the same mutex at any
 //! time; using a second mutex while waiters of the first are in the list panics in `wait` with
 //! parking_lot's message (before the mutex is released, so the guard unlocks it as the panic
 //! unwinds).
-//!
-//! Known limit: the waiter in flight passes on when it *acquires* the mutex, not when it releases
-//! it, so the next notified waiter can queue for the mutex ahead of a thread that arrives while
-//! the first one holds it. With one producer and many consumers on a one-slot queue, a consumer
-//! can then take the mutex before the producer has refilled the slot, and wait again. Passing on
-//! at release would need a hook in the locks' unlock path (`src/raw`).
 
 use core::ptr;
 
 use crate::qnode::{self, Queued, node};
 use crate::raw::{QueueLock, Token, deadline_after};
+use crate::sync;
 use crate::sync::{AtomicPtr, AtomicU32, EXHAUSTIVE, Ordering, const_fn, spin_hint};
-use crate::{sync, wait};
+use crate::wait::{self, SpinBudget};
 
 /// The raw condition variable behind [`McsCondvar`](crate::McsCondvar),
 /// [`CnaCondvar`](crate::CnaCondvar) and [`HqCondvar`](crate::HqCondvar), for the mutex `R`
 /// (`RawMcs`, `RawCna` or `RawHq`).
 ///
-/// A waiter waits on its queue node; a notify marks waiters as notified, and they move into
-/// the mutex's queue one at a time, in the order they waited, each when the previous one got
-/// the mutex; the lock's normal handoff wakes them: no stampede on the lock word, however many
-/// wait (see the module docs). No spurious wake-ups,
-/// so `notify_one` / `notify_all` return whether / how many waiters they notified. The waiters
-/// of one condition variable must use the same mutex at any one time (as with parking_lot);
-/// `wait` panics otherwise, before it releases the mutex.
+/// A waiter waits on its queue node in the condition variable's list; a notify takes waiters
+/// off the list in the order they waited and wakes them, and they take the mutex as any
+/// arriving thread does (see the module docs). No spurious wake-ups, so `notify_one` /
+/// `notify_all` return whether / how many waiters they notified. The waiters of one condition
+/// variable must use the same mutex at any one time (as with parking_lot); `wait` panics
+/// otherwise, before it releases the mutex.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -99,26 +85,12 @@ use crate::{sync, wait};
 /// assert!(*ready);
 /// ```
 pub struct RawCondvar<R> {
-    /// Guards the four fields below.
+    /// Guards the three fields below and the listed nodes' `next` and `cv_queued`.
     list_lock: WordLock,
     /// The first waiting node (0: nobody waits); waiters are linked by `QNode::next`.
     first: AtomicU32,
     /// The last waiting node (0: nobody waits).
     last: AtomicU32,
-    /// `IN_FLIGHT | last notified waiter in the list`. The notified waiters are the prefix
-    /// `first ..= notified & !IN_FLIGHT` of the list (their nodes' `cv_queued` is
-    /// `CV_NOTIFIED`, the others' `CV_WAITING`):
-    ///
-    /// | `IN_FLIGHT` | index | meaning                                                          |
-    /// |-------------|-------|------------------------------------------------------------------|
-    /// | 0           | 0     | no notified waiter in the list, none in the mutex's queue        |
-    /// | 1           | 0     | one notified waiter in flight (in the mutex's queue, or holding it and about to pass on); none left in the list |
-    /// | 1           | `n`   | one in flight, and `first ..= n` notified, to be passed on       |
-    /// | 0           | `n`   | transient, only under the list lock inside a notify: it puts `first` in flight before releasing the lock |
-    ///
-    /// So whenever the list holds a notified waiter, one is in flight, and its pass-on (which
-    /// every waiter moved out of the list does once it holds the mutex) moves the next.
-    notified: AtomicU32,
     /// The mutex the waiters wait with; null while nobody waits.
     mutex: AtomicPtr<R>,
 }
@@ -137,7 +109,6 @@ impl<R> RawCondvar<R> {
                 list_lock: WordLock::new(),
                 first: AtomicU32::new(0),
                 last: AtomicU32::new(0),
-                notified: AtomicU32::new(0),
                 mutex: AtomicPtr::new(ptr::null_mut()),
             }
         }
@@ -188,9 +159,8 @@ impl<R: QueueLock> RawCondvar<R> {
     ///
     /// # Safety
     /// As for `wait_until_ns`.
-    unsafe fn wait_queued(&self, mutex: &R, me: u32, mut deadline: Option<u64>) -> bool {
+    unsafe fn wait_queued(&self, mutex: &R, me: u32, deadline: Option<u64>) -> bool {
         let my = node(me);
-        my.reset(crate::qnode::current_place());
         self.list_lock.lock();
         let current = self.mutex.load(Ordering::Relaxed);
         let ours = mutex as *const R as *mut R;
@@ -202,9 +172,10 @@ impl<R: QueueLock> RawCondvar<R> {
             // `#[should_panic(expected = ...)]` written against parking_lot look for it.
             panic!("attempted to use a condition variable with more than one mutex");
         }
-        // Relaxed, here and for every list field (`first`, `last`, `notified`, `mutex`, the
-        // nodes' `next` while listed, `cv_queued`): the list lock orders them.
+        // Relaxed, here and for every list field (`first`, `last`, `mutex`, the nodes' `next`
+        // while listed): the list lock orders them.
         my.cv_queued.store(CV_WAITING, Ordering::Relaxed);
+        my.next.store(0, Ordering::Relaxed);
         match self.last.load(Ordering::Relaxed) {
             0 => self.first.store(me, Ordering::Relaxed),
             last => node(last).next.store(me, Ordering::Relaxed),
@@ -216,42 +187,42 @@ impl<R: QueueLock> RawCondvar<R> {
         unsafe { mutex.unlock_queue_lock(Token::new()) };
         // Spin first only on a free core (see the module docs): the notifier then runs
         // elsewhere, and its notify may well come within the spin time.
-        let mut spin_first = wait::core_is_free();
-        let head = loop {
-            if let Some(head) = crate::raw::await_head(my, deadline, spin_first) {
-                break head;
-            }
-            spin_first = true;
-            // The deadline passed: leave the list, unless a notify has taken us out of it.
-            match self.remove(me) {
-                Left::TimedOut => {
-                    mutex.lock_queue_lock(Token::new());
-                    return true;
-                }
-                Left::Notified => {
-                    mutex.lock_queue_lock(Token::new());
-                    return false;
-                }
-                // In flight: we are in the mutex's queue now (or about to be); wait for our
-                // turn there.
-                Left::InFlight => deadline = None,
-            }
+        let mut budget = if wait::core_is_free() {
+            SpinBudget::waiting(deadline)
+        } else {
+            SpinBudget::exhausted()
         };
-        mutex.lock_as_requeued_head(Token::new(), me, head);
-        // We left the list in flight (only a waiter put in flight is ever requeued): now that
-        // we hold the mutex, the next notified waiter may follow.
-        self.pass_on();
-        false
+        let timed_out = loop {
+            // Acquire: pairs with the notifier's Release swap, so its last read of our `next`
+            // happens before we reuse the node in the mutex's queue.
+            let s = my.cv_queued.load(Ordering::Acquire);
+            if s == 0 {
+                break false;
+            }
+            if budget.spin() {
+                continue;
+            }
+            if wait::expired(deadline) {
+                // Leave the list, unless a notify has taken us out of it.
+                break self.remove(me);
+            }
+            wait::announce_and_park(&my.cv_queued, s, CV_PARKED, deadline);
+            budget = SpinBudget::waiting(deadline);
+        };
+        mutex.lock_queue_lock(Token::new());
+        timed_out
     }
 
-    /// Unlinks the timed-out waiter `me` from the list, unless it was put in flight first.
-    fn remove(&self, me: u32) -> Left {
+    /// Unlinks the timed-out waiter `me` from the list; `true` if it was still there (timed
+    /// out), `false` if a notify took it out first (notified).
+    fn remove(&self, me: u32) -> bool {
         self.list_lock.lock();
         let my = node(me);
-        let listed = my.cv_queued.load(Ordering::Relaxed);
-        if listed == 0 {
+        if my.cv_queued.load(Ordering::Relaxed) == 0 {
             self.list_lock.unlock();
-            return Left::InFlight;
+            #[cfg(loom)]
+            crate::sync::loom_probe::cv_notified_at_deadline();
+            return false;
         }
         my.cv_queued.store(0, Ordering::Relaxed);
         let next = my.next.load(Ordering::Relaxed);
@@ -268,120 +239,75 @@ impl<R: QueueLock> RawCondvar<R> {
         if self.last.load(Ordering::Relaxed) == me {
             self.last.store(prev, Ordering::Relaxed);
         }
-        if listed == CV_NOTIFIED {
-            // `me` was in the notified prefix: if it ended it, `prev` (notified too, or 0 if
-            // `me` was first) ends it now. In flight stays as it is.
-            let notified = self.notified.load(Ordering::Relaxed);
-            if notified & !IN_FLIGHT == me {
-                self.notified
-                    .store(notified & IN_FLIGHT | prev, Ordering::Relaxed);
-            }
-        }
         if self.first.load(Ordering::Relaxed) == 0 {
             self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
         }
         self.list_lock.unlock();
-        if listed == CV_NOTIFIED {
-            Left::Notified
-        } else {
-            Left::TimedOut
-        }
-    }
-
-    /// Notifies the oldest waiter not notified yet; `true` if there was one. It moves into the
-    /// mutex's queue at once if no notified waiter is in flight, else when its turn comes.
-    pub fn notify_one(&self) -> bool {
-        self.list_lock.lock();
-        let notified = self.notified.load(Ordering::Relaxed);
-        let next = self.first_not_notified(notified);
-        if next == 0 {
-            self.list_lock.unlock();
-            return false;
-        }
-        node(next).cv_queued.store(CV_NOTIFIED, Ordering::Relaxed);
-        self.notified
-            .store(notified & IN_FLIGHT | next, Ordering::Relaxed);
-        self.take_off_and_unlock();
         true
     }
 
-    /// Notifies every waiter not notified yet; returns how many. They move into the mutex's
-    /// queue one at a time, in the order they waited.
-    pub fn notify_all(&self) -> usize {
+    /// Notifies the oldest waiter; `true` if there was one. It leaves the list and is woken (if
+    /// it sleeps), and takes the mutex as any arriving thread does.
+    pub fn notify_one(&self) -> bool {
         self.list_lock.lock();
-        let notified = self.notified.load(Ordering::Relaxed);
-        let mut at = self.first_not_notified(notified);
-        if at == 0 {
-            self.list_lock.unlock();
-            return 0;
-        }
-        let last = self.last.load(Ordering::Relaxed);
-        let mut count = 1;
-        node(at).cv_queued.store(CV_NOTIFIED, Ordering::Relaxed);
-        while at != last {
-            at = node(at).next.load(Ordering::Relaxed);
-            node(at).cv_queued.store(CV_NOTIFIED, Ordering::Relaxed);
-            count += 1;
-        }
-        self.notified
-            .store(notified & IN_FLIGHT | last, Ordering::Relaxed);
-        self.take_off_and_unlock();
-        count
-    }
-
-    /// With the list lock held and `notified` as loaded under it: the first waiter of the list
-    /// that is not notified, 0 if none.
-    fn first_not_notified(&self, notified: u32) -> u32 {
-        match notified & !IN_FLIGHT {
-            0 => self.first.load(Ordering::Relaxed),
-            last_notified => node(last_notified).next.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Called by the waiter in flight once it holds the mutex: ends its flight and puts the next
-    /// notified waiter, if any, in flight.
-    fn pass_on(&self) {
-        self.list_lock.lock();
-        let notified = self.notified.load(Ordering::Relaxed);
-        debug_assert!(
-            notified & IN_FLIGHT != 0,
-            "a requeued waiter was not in flight"
-        );
-        // (1, n) → (0, n), then `take_off_and_unlock` makes it (1, n') or leaves (0, 0).
-        self.notified
-            .store(notified & !IN_FLIGHT, Ordering::Relaxed);
-        self.take_off_and_unlock();
-    }
-
-    /// With the list lock held: if the list starts with a notified waiter and none is in flight,
-    /// takes that waiter out of the list and puts it in flight, `(0, n)` → `(1, n')`. Releases
-    /// the list lock, then requeues the waiter into its mutex's queue.
-    fn take_off_and_unlock(&self) {
-        let notified = self.notified.load(Ordering::Relaxed);
-        if notified & IN_FLIGHT != 0 || notified == 0 {
-            self.list_lock.unlock();
-            return;
-        }
-        // The notified waiters are a prefix of the list: `first` is one.
         let first = self.first.load(Ordering::Relaxed);
-        let taken = node(first);
-        let next = taken.next.load(Ordering::Relaxed);
+        if first == 0 {
+            self.list_lock.unlock();
+            return false;
+        }
+        let next = node(first).next.load(Ordering::Relaxed);
         self.first.store(next, Ordering::Relaxed);
-        let mutex = self.mutex.load(Ordering::Relaxed);
         if next == 0 {
             self.last.store(0, Ordering::Relaxed);
             self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
         }
-        let rest = if notified == first { 0 } else { notified };
-        self.notified.store(IN_FLIGHT | rest, Ordering::Relaxed);
-        taken.cv_queued.store(0, Ordering::Relaxed);
-        taken.next.store(0, Ordering::Relaxed);
+        let parked = take_off(first);
         self.list_lock.unlock();
-        // SAFETY: `mutex` was set by a waiter of the list, and every waiter of the list waits
-        // with it (`wait_queued` checks). `first` is blocked in `wait` holding a borrow of it
-        // until it has the mutex again, which needs this requeue first.
-        unsafe { &*mutex }.requeue(Token::new(), first, first);
+        if parked {
+            wake(first);
+        }
+        true
     }
+
+    /// Notifies every waiter; returns how many. Each leaves the list and is woken (if it
+    /// sleeps), and takes the mutex as any arriving thread does.
+    pub fn notify_all(&self) -> usize {
+        self.list_lock.lock();
+        let mut at = self.first.load(Ordering::Relaxed);
+        if at == 0 {
+            self.list_lock.unlock();
+            return 0;
+        }
+        self.first.store(0, Ordering::Relaxed);
+        self.last.store(0, Ordering::Relaxed);
+        self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+        let mut count = 0;
+        // The sleepers to wake once the list lock is free; a wake beyond these is made under it.
+        let mut sleepers = [0u32; WAKE_BATCH];
+        let mut asleep = 0;
+        while at != 0 {
+            // Read before the swap: once it lands, the waiter may reuse its node.
+            let next = node(at).next.load(Ordering::Relaxed);
+            if take_off(at) {
+                if asleep == WAKE_BATCH {
+                    #[cfg(loom)]
+                    crate::sync::loom_probe::cv_wake_under_lock();
+                    wake(at);
+                } else {
+                    sleepers[asleep] = at;
+                    asleep += 1;
+                }
+            }
+            count += 1;
+            at = next;
+        }
+        self.list_lock.unlock();
+        for &sleeper in &sleepers[..asleep] {
+            wake(sleeper);
+        }
+        count
+    }
+
     /// Releases `mutex`, waits for a notification, and takes `mutex` again. No spurious
     /// wake-ups (see the module docs).
     ///
@@ -465,21 +391,28 @@ where
     }
 }
 
-/// `QNode::cv_queued` of a node in the list that is not notified (0: not in the list).
+/// `QNode::cv_queued` of a node in the list (0: not in the list).
 const CV_WAITING: u32 = 1;
-/// `QNode::cv_queued` of a notified node still in the list.
-const CV_NOTIFIED: u32 = 2;
-/// `RawCondvar::notified`: a notified waiter is in flight. Node indices are below 2^20.
-const IN_FLIGHT: u32 = 1 << 31;
+/// Set in `QNode::cv_queued` by a listed waiter that sleeps on it: its notifier must wake it.
+const CV_PARKED: u32 = 2;
+/// Sleepers `notify_all` wakes after releasing the list lock; it wakes any more under it (1
+/// under loom, so that two sleepers take both paths).
+const WAKE_BATCH: usize = if cfg!(loom) { 1 } else { 8 };
 
-/// How a timed-out waiter left the list (`RawCondvar::remove`).
-enum Left {
-    /// Unlinked before any notify reached it.
-    TimedOut,
-    /// Unlinked while notified, before it was put in flight.
-    Notified,
-    /// Not unlinked: it was put in flight, and is in the mutex's queue (or about to be).
-    InFlight,
+/// With the list lock held, after unlinking `waiter` (and reading its `next`): tells it it was
+/// notified; `true` if it sleeps and must be woken. The waiter may reuse its node as soon as
+/// this lands: the caller must not read the node's `next` after it.
+fn take_off(waiter: u32) -> bool {
+    // Release: pairs with the waiter's Acquire load; our reads of its node come before.
+    node(waiter).cv_queued.swap(0, Ordering::Release) & CV_PARKED != 0
+}
+
+/// Wakes the taken-off `waiter` that slept in the list. Its node may be in use for something
+/// else by now: a wake is only an address, and every sleeper re-checks its word.
+fn wake(waiter: u32) {
+    #[cfg(loom)]
+    crate::sync::loom_probe::cv_wake();
+    wait::unpark(&node(waiter).cv_queued);
 }
 
 /// The condition variable's own small lock: a futex word lock (0 free, 1 held, 2 held and

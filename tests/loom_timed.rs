@@ -370,10 +370,10 @@ fn mcs_condvar_timed_wait_races_notify() {
     });
 }
 
-/// `notify_all` requeues two waiters into the mutex's queue while a third thread holds the mutex
-/// and another queues for it: every one of them gets the mutex exactly once.
+/// `notify_all` wakes two waiters while the notifier holds the mutex, and they take it as
+/// arriving threads do: every one of them gets the mutex exactly once.
 #[test]
-fn mcs_condvar_notify_all_requeues_behind_holder() {
+fn mcs_condvar_notify_all_wakes_behind_holder() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
     model(1, || {
@@ -419,11 +419,11 @@ fn mcs_condvar_notify_all_requeues_behind_holder() {
 }
 
 /// Two waiters wait for a flag; the notifier sets it and calls `notify_all`, under the mutex or
-/// after releasing it. The first notified waiter is put in flight (requeued into the mutex's
-/// queue) and, once it holds the mutex, passes on to the second: both must return (no lost
-/// pass-on, whatever the interleaving of the pass-on with the notifier's unlock), each exactly
+/// after releasing it. Both leave the list at once; a sleeper is woken after the list lock is
+/// released, or under it once the batch is full (a batch of 1 under loom): both must return
+/// (no lost wake-up, whatever the interleaving of their sleeps with the notify), each exactly
 /// once, and the mutex ends free.
-fn cv_notify_all_passes_on<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock: bool) {
+fn cv_notify_all_wakes_both<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock: bool) {
     loom_clock::reset(0);
     let shared = Arc::new((
         new(),
@@ -472,37 +472,45 @@ fn cv_notify_all_passes_on<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock
 }
 
 #[test]
-fn mcs_condvar_notify_all_passes_on() {
+fn mcs_condvar_notify_all_wakes_both() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
-    model(1, || cv_notify_all_passes_on(RawMcs::new, true));
-    model(1, || cv_notify_all_passes_on(RawMcs::new, false));
+    loom_probe::take_cv_wakes();
+    loom_probe::take_cv_wakes_under_lock();
+    model(1, || cv_notify_all_wakes_both(RawMcs::new, true));
+    model(1, || cv_notify_all_wakes_both(RawMcs::new, false));
+    assert!(loom_probe::take_cv_wakes() > 0, "no notify woke a sleeper");
+    assert!(
+        loom_probe::take_cv_wakes_under_lock() > 0,
+        "no sleeper was woken under the list lock"
+    );
 }
 
 #[test]
-fn cna_condvar_notify_all_passes_on() {
+fn cna_condvar_notify_all_wakes_both() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
-    model(1, || cv_notify_all_passes_on(RawCna::new, true));
-    model(1, || cv_notify_all_passes_on(RawCna::new, false));
+    model(1, || cv_notify_all_wakes_both(RawCna::new, true));
+    model(1, || cv_notify_all_wakes_both(RawCna::new, false));
 }
 
 #[test]
-fn hq_condvar_notify_all_passes_on() {
+fn hq_condvar_notify_all_wakes_both() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
-    model(1, || cv_notify_all_passes_on(RawHq::new_hierarchical, true));
     model(1, || {
-        cv_notify_all_passes_on(RawHq::new_hierarchical, false)
+        cv_notify_all_wakes_both(RawHq::new_hierarchical, true)
+    });
+    model(1, || {
+        cv_notify_all_wakes_both(RawHq::new_hierarchical, false)
     });
 }
 
-/// Two waiters; the notifier calls `notify_one` under the mutex (the first waiter is put in
-/// flight, and cannot pass on before the notifier unlocks), then again after unlocking, racing
-/// the first waiter's pass-on: the second is either notified while the first is in flight (and
-/// passed on to) or put in flight directly. Both notifies notify, both waiters return once.
+/// Two waiters; the notifier calls `notify_one` under the mutex (the first waiter leaves the
+/// list and is woken, but cannot take the mutex before the notifier unlocks), then again after
+/// unlocking, racing the first waiter's return: both notifies notify, both waiters return once.
 #[test]
-fn mcs_condvar_notify_one_while_in_flight() {
+fn mcs_condvar_notify_one_around_the_unlock() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
     model(1, || {
@@ -550,18 +558,16 @@ fn mcs_condvar_notify_one_while_in_flight() {
     });
 }
 
-/// A timed waiter is notified while another notified waiter is in flight, so it stays in the
-/// list, notified, at its front; its deadline may pass before the notify, before the pass-on
-/// reaches it, or not at all. If it leaves the list on its own while notified, it was still
-/// notified: it must report "not timed out" exactly when a notify reported notifying it, and
-/// return holding the mutex once. (In the interleavings where the timed waiter waits first, it
-/// is the one put in flight and cannot time out; the check holds there too.) Two preemptions:
-/// with one, the deadline never passes between the notify and the pass-on (checked by making
-/// `remove` report a notified waiter as timed out: only the bound of 2 catches it).
+/// A timed waiter and a plain one; the notifier calls `notify_one` twice under the mutex, the
+/// second reaching the timed waiter only if its deadline has not taken it out of the list
+/// first. It must report "not timed out" exactly when a notify reported notifying it, and
+/// return holding the mutex once, however its deadline interleaves with the notifies; the
+/// probe shows a deadline passing after the notify took the waiter off the list.
 #[test]
-fn mcs_condvar_timed_waiter_notified_at_the_front() {
+fn mcs_condvar_timed_waiter_races_the_second_notify() {
     tunables::reset_defaults();
     tunables::set_stealing(false).unwrap();
+    loom_probe::take_cv_notified_at_deadline();
     model(2, || {
         loom_clock::reset(1);
         // (waiting count, flag, critical sections after the wait)
@@ -602,19 +608,23 @@ fn mcs_condvar_timed_waiter_notified_at_the_front() {
             thread::yield_now();
         }
         shared.2.with_mut(|s| unsafe { (*s).1 = true });
-        // Under the mutex: the first waiter goes in flight, the second (if it is still in the
-        // list) is notified behind it and stays in the list until the first passes on.
+        // Under the mutex: the first waiter leaves the list, then the second (if it is still
+        // in the list).
         assert!(shared.1.notify_one());
-        let notified_second = shared.1.notify_one();
+        let notified_timed = shared.1.notify_one();
         unsafe { shared.0.unlock() };
         plain.join().unwrap();
         let timed_out = timed.join().unwrap();
         assert_eq!(
-            notified_second, !timed_out,
+            notified_timed, !timed_out,
             "a notified wait reported a timeout, or a wait returned without notify or timeout"
         );
         assert_eq!(shared.2.with(|s| unsafe { (*s).2 }), 2);
         assert!(shared.0.try_lock());
         unsafe { shared.0.unlock() };
     });
+    assert!(
+        loom_probe::take_cv_notified_at_deadline() > 0,
+        "no deadline passed after a notify"
+    );
 }

@@ -597,22 +597,6 @@ impl QueueLock for RawCna {
         // SAFETY: the caller holds the lock (the trait method's contract).
         unsafe { self.unlock() }
     }
-
-    fn requeue(&self, _: Token, first: u32, last: u32) {
-        // The chain joins the main queue; heads sort it by node later.
-        self.core
-            .append_requeued(&self.tail, |n| &n.next, first, last);
-    }
-
-    fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {
-        // Relaxed: our own write, made before the node was queued.
-        let numa = node(me).numa.load(Ordering::Relaxed);
-        let acquired = self
-            .lock_as_head(me, numa, status::payload(head), None)
-            .acquired();
-        debug_assert!(acquired);
-        self.core.note_queued_acquisition();
-    }
 }
 
 impl crate::raw::QueuePolicy for RawCna {

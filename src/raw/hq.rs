@@ -1308,32 +1308,6 @@ impl QueueLock for RawHq {
         // SAFETY: the caller holds the lock (the trait method's contract).
         unsafe { self.unlock() }
     }
-
-    fn requeue(&self, _: Token, first: u32, last: u32) {
-        // The chain (linked by `next`, as the condition variable keeps it) joins the node FIFO
-        // as flat waiters, which every mode accepts (see Modes): relink it by `fifo_next`.
-        // Relaxed: published by the FIFO tail swap or `hand_to` below; the waiters sleep on
-        // their status and touch none of these fields.
-        let mut at = first;
-        while at != last {
-            let n = node(at);
-            let next = n.next.load(Ordering::Relaxed);
-            n.next.store(0, Ordering::Relaxed);
-            n.fifo_next.store(next, Ordering::Relaxed);
-            at = next;
-        }
-        node(last).fifo_next.store(0, Ordering::Relaxed);
-        self.core
-            .append_requeued(&self.fifo_tail, |n| &n.fifo_next, first, last);
-    }
-
-    fn lock_as_requeued_head(&self, _: Token, me: u32, head: u32) {
-        let acquired = self
-            .lock_as_head(me, None, status::payload(head), None)
-            .acquired();
-        debug_assert!(acquired);
-        self.core.note_queued_acquisition();
-    }
 }
 
 impl crate::raw::QueuePolicy for RawHq {

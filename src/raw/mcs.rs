@@ -196,17 +196,6 @@ impl QueueLock for RawMcs {
         // SAFETY: the caller holds the lock (the trait method's contract).
         unsafe { self.unlock() }
     }
-
-    fn requeue(&self, _: Token, first: u32, last: u32) {
-        self.core
-            .append_requeued(&self.tail, |n| &n.next, first, last);
-    }
-
-    fn lock_as_requeued_head(&self, _: Token, me: u32, _head: u32) {
-        let acquired = self.lock_as_head(me, None).acquired();
-        debug_assert!(acquired);
-        self.core.note_queued_acquisition();
-    }
 }
 
 impl crate::raw::QueuePolicy for RawMcs {

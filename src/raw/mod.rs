@@ -887,40 +887,6 @@ impl LockCore {
         self.stats.on_release();
     }
 
-    /// Appends the chain `first ..= last` of condition-variable waiters (already linked by
-    /// `link`, `last`'s link 0) to the queue whose tail word is `tail` and whose links are
-    /// `link`, as one arrival would join it (`QueueLock::requeue` of every lock).
-    pub(crate) fn append_requeued(
-        &self,
-        tail: &AtomicU32,
-        link: impl Fn(&QNode) -> &AtomicU32,
-        first: u32,
-        last: u32,
-    ) {
-        // (prev, *) → (last, *). AcqRel: Release publishes the chain's nodes and links (written
-        // by the condition variable) to whoever links behind `last`; Acquire makes `prev`'s node
-        // visible before we write its link.
-        let prev = tail.swap(last, Ordering::AcqRel);
-        if prev != 0 {
-            // Release: pairs with the Acquire in `wait_for_next`.
-            link(qnode::node(prev)).store(first, Ordering::Release);
-        } else {
-            // The queue was empty: `first` is head. It cannot have been abandoned (a waiter
-            // requeued from a condition variable no longer times out).
-            let made = self.word.hand_to(qnode::node(first), 0);
-            debug_assert!(made);
-        }
-    }
-
-    /// Counts an acquisition that waited in the queue outside `lock_contended` (a waiter moved
-    /// there from a condition variable). Called by the new holder.
-    #[inline]
-    pub(crate) fn note_queued_acquisition(&self) {
-        note(PathEvent::Queued);
-        #[cfg(feature = "stats")]
-        self.on_acquire(Acquired::Requeued, None);
-    }
-
     /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
     /// (or if that fails) wait in the lock's queues with `queued(node index, deadline)`. Returns
     /// whether this thread holds the lock: always `true` without a `deadline`; with one, `false`
@@ -957,9 +923,8 @@ impl LockCore {
     }
 }
 
-/// A lock whose queue a [`RawCondvar`] can move its waiters into:
-/// `RawMcs`, `RawCna` and `RawHq`. Sealed: its methods take a [`Token`] that only this crate can
-/// make, since they trust the node indices they are given.
+/// A lock a [`RawCondvar`] works with: `RawMcs`, `RawCna` and `RawHq`. Sealed: its methods
+/// take a [`Token`] that only this crate can make.
 pub trait QueueLock: Sync {
     /// The lock's `lock()`.
     #[doc(hidden)]
@@ -971,17 +936,6 @@ pub trait QueueLock: Sync {
     /// The lock must be held.
     #[doc(hidden)]
     unsafe fn unlock_queue_lock(&self, token: Token);
-
-    /// Appends the chain of waiter nodes `first ..= last` (linked by `QNode::next`, each reset as
-    /// an arriving waiter of this lock would be, none abandoned) to the lock's queue, as if they
-    /// had arrived in that order; if the queue was empty, `first` becomes head.
-    #[doc(hidden)]
-    fn requeue(&self, token: Token, first: u32, last: u32);
-
-    /// The rest of `lock()` for a requeued waiter whose node `me` has just been made head with
-    /// the status `head`: returns holding the lock, with `me` out of the queue.
-    #[doc(hidden)]
-    fn lock_as_requeued_head(&self, token: Token, me: u32, head: u32);
 }
 
 /// Proof of being this crate, for [`QueueLock`]'s methods.
@@ -1001,7 +955,7 @@ impl Token {
 /// the queue (`None`); the caller must never touch it again.
 pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     loop {
-        if let Some(head) = await_head(me, deadline, true) {
+        if let Some(head) = await_head(me, deadline) {
             return Some(head);
         }
         // Acquire: as in `await_head`.
@@ -1026,15 +980,11 @@ pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     }
 }
 
-/// Spins (if `spin_first`), then parks, until this waiter is made queue head (returns the `HEAD`
-/// status with its payload) or `deadline`, if given, passes (returns `None`, leaving the node as
-/// it is). After every wake-up it spins again before parking: a pre-wake means headship is near.
-pub(crate) fn await_head(me: &QNode, deadline: Option<u64>, spin_first: bool) -> Option<u32> {
-    let mut budget = if spin_first {
-        SpinBudget::waiting(deadline)
-    } else {
-        SpinBudget::exhausted()
-    };
+/// Spins, then parks, until this waiter is made queue head (returns the `HEAD` status with its
+/// payload) or `deadline`, if given, passes (returns `None`, leaving the node as it is). After
+/// every wake-up it spins again before parking: a pre-wake means headship is near.
+fn await_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
+    let mut budget = SpinBudget::waiting(deadline);
     loop {
         // Acquire: pairs with the Release of the swap in `make_head`, so everything the previous
         // head wrote for us (queue links, secondary queue, payload) is visible.

@@ -84,8 +84,6 @@ pub(crate) enum Acquired {
     Stolen,
     /// The thread waited in the queue.
     Queued,
-    /// A condition variable's waiter got the lock through the queue it was moved into.
-    Requeued,
 }
 
 /// One in this many holds that follow an uncontended acquisition (the fast path or `try_lock`)
@@ -184,10 +182,6 @@ impl Counters {
                 } else {
                     COUNT_ONLY
                 }
-            }
-            Acquired::Requeued => {
-                bump(&self.contended, 1);
-                sync::ticks()
             }
             Acquired::Stolen | Acquired::Queued => {
                 bump(

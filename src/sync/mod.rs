@@ -289,7 +289,7 @@ pub enum PathEvent {
     Fast = 0,
     /// Taken by an arriving thread's stealing spin, without queueing.
     Steal = 1,
-    /// Taken after waiting in the lock's queue (a condition variable's requeued waiter too).
+    /// Taken after waiting in the lock's queue.
     Queued = 2,
     /// The queue head's spin ran out and it went to sleep on the lock word (it returns at once
     /// if the word changed just before).
@@ -380,6 +380,24 @@ pub mod loom_probe {
         FREE_LOCKS_LEFT,
         free_lock_left,
         take_free_locks_left
+    );
+    probe!(
+        /// A condition variable's notify woke a waiter that slept in its list.
+        CV_WAKES,
+        cv_wake,
+        take_cv_wakes
+    );
+    probe!(
+        /// `notify_all` woke a sleeper under the list lock (its batch was full).
+        CV_WAKES_UNDER_LOCK,
+        cv_wake_under_lock,
+        take_cv_wakes_under_lock
+    );
+    probe!(
+        /// A timed waiter's deadline passed, and a notify had already taken it off the list.
+        CV_NOTIFIED_AT_DEADLINE,
+        cv_notified_at_deadline,
+        take_cv_notified_at_deadline
     );
 }
 
