@@ -610,6 +610,36 @@ fn same_arguments_same_output_except_host_ms() {
     );
 }
 
+/// The rwlocks repeat exactly too, on four nodes: their visible-readers table once put a lock
+/// in the column its heap address hashed to, and ASLR moves the heap between runs.
+#[test]
+fn rwlocks_repeat_exactly_on_four_nodes() {
+    for read_pct in ["0", "95"] {
+        let args = [
+            "--machine",
+            "x5-4",
+            "--threads",
+            "8",
+            "--locks",
+            "mcs-rw,cna-rw",
+            "--workload",
+            "rw",
+            "--read-pct",
+            read_pct,
+            "--duration-us",
+            "100",
+        ];
+        let first = without_host_ms(&run_ok(&args), ' ');
+        for _ in 0..2 {
+            assert_eq!(
+                first,
+                without_host_ms(&run_ok(&args), ' '),
+                "--read-pct {read_pct}"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_lock_runs_every_workload_and_144_threads() {
     // Exit code 1 and "MUTUAL EXCLUSION VIOLATED" (or the simulator's report) on a failure.

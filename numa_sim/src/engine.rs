@@ -240,7 +240,8 @@ pub(crate) struct Counters {
 }
 
 /// A fast, deterministic hasher for line numbers and addresses (Fx-style multiply-rotate). The
-/// maps keyed by it are only looked up, never iterated, so addresses never order anything.
+/// maps keyed by it index [`FirstUse`] and are only looked up, never iterated, and their
+/// values own no memory, so addresses never order anything (not even what is freed when).
 #[derive(Default)]
 pub(crate) struct AddrHasher(u64);
 
@@ -270,6 +271,50 @@ impl Hasher for AddrHasher {
 
 type AddrMap<K, V> = HashMap<K, V, BuildHasherDefault<AddrHasher>>;
 
+/// Values kept in the order their keys (line numbers, futex addresses) were first used, found
+/// by key. Not a map of values: dropping or clearing a map frees the values' buffers in the
+/// order of their keys' hashes, addresses that ASLR moves between processes; the simulated
+/// code's later allocations then reuse other blocks, on lines with other histories, and a run
+/// after another in the same process stops repeating.
+struct FirstUse<V> {
+    index: AddrMap<u64, usize>,
+    values: Vec<V>,
+}
+
+impl<V> Default for FirstUse<V> {
+    fn default() -> Self {
+        FirstUse {
+            index: AddrMap::default(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<V> FirstUse<V> {
+    fn get(&self, key: &u64) -> Option<&V> {
+        self.index.get(key).map(|&i| &self.values[i])
+    }
+
+    fn get_mut(&mut self, key: &u64) -> Option<&mut V> {
+        self.index.get(key).map(|&i| &mut self.values[i])
+    }
+
+    /// The key's value, made by `new` at the key's first use.
+    fn get_or_insert_with(&mut self, key: u64, new: impl FnOnce() -> V) -> &mut V {
+        let values = &mut self.values;
+        let i = *self.index.entry(key).or_insert_with(|| {
+            values.push(new());
+            values.len() - 1
+        });
+        &mut self.values[i]
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.values.clear();
+    }
+}
+
 /// The state of one simulation (one shuttle execution at a time).
 pub(crate) struct Engine {
     pub(crate) topo: Topo,
@@ -283,8 +328,8 @@ pub(crate) struct Engine {
     /// The running task's clock when it was last known to be the earliest task (chosen by the
     /// scheduler, or checked): while its clock has not moved, it still is (see `is_earliest`).
     earliest_at: Ps,
-    lines: AddrMap<u64, Line>,
-    futexes: AddrMap<usize, VecDeque<usize>>,
+    lines: FirstUse<Line>,
+    futexes: FirstUse<VecDeque<usize>>,
     /// Which live task each hardware thread is pinned by.
     hw_owner: Vec<Option<usize>>,
     /// Set once the simulation is over (finished, or stopped by a deadlock): every operation is
@@ -341,8 +386,8 @@ impl Engine {
             tasks: Vec::new(),
             current: 0,
             earliest_at: NEVER,
-            lines: AddrMap::default(),
-            futexes: AddrMap::default(),
+            lines: FirstUse::default(),
+            futexes: FirstUse::default(),
             hw_owner: vec![None; machine.hw_threads()],
             stopped: false,
             failure: None,
@@ -572,7 +617,7 @@ impl Engine {
             // The harness: free, takes no time; a write leaves the line in memory.
             if kind != Kind::Load {
                 let now = self.tasks[me].clock;
-                let line = self.lines.entry(line_id).or_insert_with(|| Line::new(0));
+                let line = self.lines.get_or_insert_with(line_id, || Line::new(0));
                 line.harness_store();
                 self.wake_spinners(line_id, now);
             }
@@ -600,7 +645,7 @@ impl Engine {
             self.topo.machine.costs.l1_hit,
             self.topo.machine.costs.issue,
         );
-        let line = self.lines.entry(line_id).or_insert_with(|| Line::new(home));
+        let line = self.lines.get_or_insert_with(line_id, || Line::new(home));
         let r = match kind {
             Kind::Load => line.load(&self.topo, hw, now, jitter),
             Kind::Store => line.store(&self.topo, hw, now, false, jitter),
@@ -922,7 +967,9 @@ impl Engine {
             None => NEVER,
         };
         task.reset_iteration();
-        self.futexes.entry(addr).or_default().push_back(me);
+        self.futexes
+            .get_or_insert_with(addr as u64, VecDeque::new)
+            .push_back(me);
     }
 
     /// After a park: returns whether the task was woken; a timed-out task leaves the queue.
@@ -946,7 +993,7 @@ impl Engine {
                 hit: woken,
             });
         }
-        if !woken && let Some(queue) = self.futexes.get_mut(&addr) {
+        if !woken && let Some(queue) = self.futexes.get_mut(&(addr as u64)) {
             queue.retain(|&t| t != me);
         }
         woken
@@ -968,7 +1015,7 @@ impl Engine {
         let pinned = waker.hw.is_some();
         let mut handles = Vec::new();
         let mut woke = 0;
-        if let Some(queue) = self.futexes.get_mut(&addr) {
+        if let Some(queue) = self.futexes.get_mut(&(addr as u64)) {
             while woke < count {
                 let Some(id) = queue.pop_front() else { break };
                 let task = &mut self.tasks[id];

@@ -20,7 +20,7 @@
 //!   slots    4 cache-padded reader counters per NUMA node (a power of two, at least 2)
 //!
 //! The visible-readers table (one per process, `src/raw/rwlock_table.rs`): a row of 16 words per
-//! thread; a biased reader of a lock CASes the entry of its row that the lock hashes to from 0
+//! thread; a biased reader of a lock CASes the entry of its row in the lock's column from 0
 //! to the lock's key.
 //! ```
 //!
@@ -390,6 +390,8 @@ struct Inflated<M> {
     /// Node `n`, lane `l` count in slot `(n + l * node_stride) & slot_mask`: the node count
     /// rounded up to a power of two.
     node_stride: usize,
+    /// This lock's column in the visible-readers table, drawn when the block is made (see `key`).
+    column: usize,
 }
 
 /// The revocation word, with what only the holder of `M` reads and writes (which it touches
@@ -1003,7 +1005,7 @@ impl<M: WriterLock, const RECURSIVE: bool> Default for RawNumaRwLock<M, RECURSIV
 impl<M> Drop for Inflated<M> {
     fn drop(&mut self) {
         if !self.recursive {
-            table::clear(ptr::from_ref(self).addr() as u64);
+            table::clear(table::key(ptr::from_ref(self).addr(), self.column));
         }
     }
 }
@@ -1030,6 +1032,7 @@ impl<M: WriterLock> Inflated<M> {
             slot_mask: count - 1,
             recursive,
             node_stride,
+            column: table::new_column(),
         }
     }
 
@@ -1080,11 +1083,11 @@ impl<M: WriterLock> Inflated<M> {
         }
     }
 
-    /// This lock's key in the visible-readers table: the block's address (128-byte aligned,
-    /// never 0, unique while the lock lives; `Drop` clears what is left of it).
+    /// This lock's key in the visible-readers table: the block's address (never 0, unique while
+    /// the lock lives; `Drop` clears what is left of it) with its column in the low bits.
     #[inline(always)]
     fn key(&self) -> u64 {
-        ptr::from_ref(self).addr() as u64
+        table::key(ptr::from_ref(self).addr(), self.column)
     }
 
     /// The biased read path: publish in the table, then look for a writer (or a revoked bias).

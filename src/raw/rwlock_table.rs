@@ -4,8 +4,10 @@
 //! One process-wide table, whatever the number of locks: [`ROWS`] rows of [`ENTRIES`] words, a
 //! row per thread (a thread's row is its own while it lives, so a biased reader writes a line
 //! that no other running reader writes). A reader of lock `L` publishes itself by a CAS of the
-//! entry `index(L)` of its row from 0 to `L`'s key; a writer that revokes the bias counts the
-//! entries holding its key in column `index(L)` of every row handed out so far.
+//! entry in `L`'s column of its row from 0 to `L`'s key; a writer that revokes the bias counts
+//! the entries holding its key in that column of every row handed out so far. A key is the
+//! lock's block address with its column, drawn when the block is made ([`new_column`]), in the
+//! low bits the block's alignment leaves free.
 //!
 //! An entry is a *unit* of the lock's reader count, as a slot increment is: a reader that leaves
 //! clears its row's entry if it holds the lock's key, and otherwise decrements a reader slot.
@@ -56,11 +58,44 @@ crate::sync::thread_local! {
     static LOOM_ROW: core::cell::Cell<usize> = const { core::cell::Cell::new(usize::MAX) };
 }
 
-/// The column of `key` in every row.
+/// The column of `key` in every row: the low bits of the key (see [`new_column`]).
 #[inline(always)]
 fn column(key: u64) -> usize {
-    // Keys are 128-byte-aligned addresses: mix the bits above the alignment.
-    ((key >> 7).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % ENTRIES
+    (key as usize) & (ENTRIES - 1)
+}
+
+/// The key of the block at `addr` (aligned to at least [`ENTRIES`] bytes: a `CachePadded`
+/// line) whose column is `column`.
+#[inline(always)]
+pub(crate) fn key(addr: usize, column: usize) -> u64 {
+    debug_assert!(addr.is_multiple_of(ENTRIES) && column < ENTRIES);
+    (addr | column) as u64
+}
+
+/// A column for a lock's new block, drawn from a per-thread xorshift (the key is the block's
+/// address, 128-byte aligned, plus this column). Not a hash of the address: ASLR moves the heap
+/// by whole pages between runs, and the simulator's runs must repeat exactly, so under
+/// `numa_sim` the draw is seeded by the simulation's seed and the simulated thread.
+pub(crate) fn new_column() -> usize {
+    if ENTRIES == 1 {
+        return 0;
+    }
+    crate::sync::thread_local! {
+        static SEED: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+    SEED.try_with(|seed| {
+        let mut x = seed.get();
+        if x == 0 {
+            // First use on this thread.
+            x = crate::sync::thread_seed(seed as *const _ as usize);
+        }
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        seed.set(x);
+        (x >> 24) as usize & (ENTRIES - 1)
+    })
+    .unwrap_or(0)
 }
 
 #[cfg(not(any(loom, numa_sim)))]
