@@ -143,7 +143,10 @@ fn notify_all_wakes_each_once<R: Lock>(waiters: usize) {
     let (mut waited, mut returned) = (g.1.clone(), g.2.clone());
     waited.sort_unstable();
     returned.sort_unstable();
-    assert_eq!(returned, waited, "a notified waiter returned twice or never");
+    assert_eq!(
+        returned, waited,
+        "a notified waiter returned twice or never"
+    );
 }
 
 /// Two threads take turns through a condition variable `rounds` times (no lost wake-up: a lost

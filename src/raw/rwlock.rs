@@ -392,6 +392,9 @@ struct Inflated<M> {
     node_stride: usize,
     /// This lock's column in the visible-readers table, drawn when the block is made (see `key`).
     column: usize,
+    /// Whether the block was published in a lock word: only then can a reader have entered
+    /// through the table with its key (a block that lost the race to inflate never was).
+    published: bool,
 }
 
 /// The revocation word, with what only the holder of `M` reads and writes (which it touches
@@ -559,7 +562,9 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
             if !is_compact(seen) {
                 if !made.is_null() {
                     // SAFETY: `made` came from `Box::into_raw` below and was never published.
-                    let block = unsafe { Box::from_raw(made) };
+                    let mut block = unsafe { Box::from_raw(made) };
+                    // No reader knows its key: dropping it need not sweep the table.
+                    block.published = false;
                     if writers_held {
                         // SAFETY: taken below on this unpublished block.
                         unsafe { block.writers.unlock_writers() };
@@ -1004,7 +1009,7 @@ impl<M: WriterLock, const RECURSIVE: bool> Default for RawNumaRwLock<M, RECURSIV
 
 impl<M> Drop for Inflated<M> {
     fn drop(&mut self) {
-        if !self.recursive {
+        if !self.recursive && self.published {
             table::clear(table::key(ptr::from_ref(self).addr(), self.column));
         }
     }
@@ -1033,6 +1038,7 @@ impl<M: WriterLock> Inflated<M> {
             recursive,
             node_stride,
             column: table::new_column(),
+            published: true,
         }
     }
 
