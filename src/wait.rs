@@ -325,6 +325,19 @@ pub(crate) fn crowded() -> bool {
     timed_yield(now)
 }
 
+/// Whether this thread's last crowding verdict says crowded and still stands: [`crowded`]
+/// without the yield, so never a new verdict. `false` under loom.
+#[inline]
+pub(crate) fn crowded_standing() -> bool {
+    !EXHAUSTIVE
+        && CROWDED
+            .try_with(|c| {
+                let verdict = c.get();
+                verdict.crowded && verdict.stands(now_ns())
+            })
+            .unwrap_or(false)
+}
+
 /// Yields the CPU, records the verdict ([`note_yield`]) and returns it: `true` if crowded.
 /// `now` is the clock as the caller just read it.
 fn timed_yield(now: u64) -> bool {
