@@ -288,6 +288,40 @@ fn missing_value_is_rejected() {
 }
 
 #[test]
+fn think_spins_is_validated_and_hammer_thinks_with_it() {
+    for bad in ["-1", "1000001", "x"] {
+        assert_rejected(
+            &["--think-spins", bad],
+            &[&format!("'{bad}'"), "--think-spins", "0 to 1000000"],
+        );
+    }
+    let stdout = run_ok(&[
+        "--workload",
+        "hammer",
+        "--think-spins",
+        "20",
+        "--locks",
+        "cna,parking_lot",
+        "--threads",
+        "1,3",
+        "--duration-ms",
+        "20",
+        "--runs",
+        "1",
+        "--format",
+        "csv",
+    ]);
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for row in rows {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[1], "hammer", "{row}");
+        let ops: f64 = cells[6].parse().unwrap();
+        assert!(ops > 0.0, "{row}");
+    }
+}
+
+#[test]
 fn help_describes_every_option() {
     let output = locktorture(&["--help"]);
     assert_eq!(output.status.code(), Some(0));
@@ -308,6 +342,7 @@ fn help_describes_every_option() {
         "--slots",
         "--notify",
         "--read-pct",
+        "--think-spins",
         "remote_handoff_pct",
         "speedup_vs_pl_rwlock",
         "pl-rwlock",

@@ -573,19 +573,8 @@ fn shuffle_now() -> bool {
     crate::sync::thread_local! {
         static SEED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
-    SEED.try_with(|seed| {
-        let mut x = seed.get();
-        if x == 0 {
-            // First use on this thread.
-            x = crate::sync::thread_seed(seed as *const _ as usize);
-        }
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        seed.set(x);
-        x.is_multiple_of(SHUFFLE_ONE_IN)
-    })
-    .unwrap_or(false)
+    SEED.try_with(|seed| crate::sync::xorshift_next(seed).is_multiple_of(SHUFFLE_ONE_IN))
+        .unwrap_or(false)
 }
 
 impl QueueLock for RawCna {

@@ -83,19 +83,8 @@ pub(crate) fn new_column() -> usize {
     crate::sync::thread_local! {
         static SEED: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
     }
-    SEED.try_with(|seed| {
-        let mut x = seed.get();
-        if x == 0 {
-            // First use on this thread.
-            x = crate::sync::thread_seed(seed as *const _ as usize);
-        }
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        seed.set(x);
-        (x >> 24) as usize & (ENTRIES - 1)
-    })
-    .unwrap_or(0)
+    SEED.try_with(|seed| (crate::sync::xorshift_next(seed) >> 24) as usize & (ENTRIES - 1))
+        .unwrap_or(0)
 }
 
 #[cfg(not(any(loom, numa_sim)))]

@@ -278,6 +278,22 @@ pub(crate) fn thread_seed(thread_local_address: usize) -> u32 {
     seed | 1
 }
 
+/// The next draw of a per-thread xorshift generator whose state is `state` (a thread-local
+/// cell holding 0 until first use, when [`thread_seed`] seeds it from the cell's address).
+#[inline]
+pub(crate) fn xorshift_next(state: &core::cell::Cell<u32>) -> u32 {
+    let mut x = state.get();
+    if x == 0 {
+        // First use on this thread.
+        x = thread_seed(core::ptr::from_ref(state).addr());
+    }
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    state.set(x);
+    x
+}
+
 /// Where an acquisition went, and who slept: what `numasim --paths` reports per run. Counted by
 /// the simulator only (free there: no virtual time, no scheduling point); nothing on real
 /// threads or under loom.
