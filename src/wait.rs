@@ -325,17 +325,13 @@ pub(crate) fn crowded() -> bool {
     timed_yield(now)
 }
 
-/// Whether this thread's last crowding verdict says crowded and still stands: [`crowded`]
-/// without the yield, so never a new verdict. `false` under loom.
+/// This thread's last crowding verdict, however old, without a clock read or a yield: `false`
+/// if it has none, and under loom. For a caller that times a yield of its own soon after, which
+/// renews the verdict (`raw::LockWord::spin_steal`); and free in numa_sim, whose clock reads
+/// cost virtual time.
 #[inline]
-pub(crate) fn crowded_standing() -> bool {
-    !EXHAUSTIVE
-        && CROWDED
-            .try_with(|c| {
-                let verdict = c.get();
-                verdict.crowded && verdict.stands(now_ns())
-            })
-            .unwrap_or(false)
+pub(crate) fn crowded_hint() -> bool {
+    !EXHAUSTIVE && CROWDED.try_with(|c| c.get().crowded).unwrap_or(false)
 }
 
 /// Yields the CPU, records the verdict ([`note_yield`]) and returns it: `true` if crowded.

@@ -301,12 +301,13 @@ impl LockWord {
             if self.try_steal_from(node) {
                 return true;
             }
-            // Someone is queued: join them, unless this core is crowded. There the queue's
-            // waiters mostly sleep, each handoff waits for a wake-up, and an arrival that
-            // queued behind them would sleep too while the lock is mostly free (a convoy); it
-            // keeps trying through its yields instead, as long as the head's patience (the steal
-            // bound) lets it. See docs/DESIGN.md, "Oversubscription".
-            if EXHAUSTIVE || (!nobody_queued() && !wait::crowded_standing()) {
+            // Someone is queued: join them, unless this core is crowded (the last verdict; the
+            // timed yield below renews it). There the queue's waiters mostly sleep, each
+            // handoff waits for a wake-up, and an arrival that queued behind them would sleep
+            // too while the lock is mostly free (a convoy); it keeps trying through its yields
+            // instead, as long as the head's patience (the steal bound) lets it. See
+            // docs/DESIGN.md, "Oversubscription".
+            if EXHAUSTIVE || (!nobody_queued() && !wait::crowded_hint()) {
                 return false;
             }
             if attempt < STEAL_SPINS {
