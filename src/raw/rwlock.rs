@@ -195,7 +195,7 @@ const DRAIN_PARKED: u32 = 1;
 const DRAIN_BUMP: u32 = 2;
 
 /// The number of consecutive writers that may take the lock while readers are registered as
-/// waiting, at least; the streak also lasts at least [`READER_TURN_NS`] (eventual fairness, as
+/// waiting, at least; the streak also lasts at least `READER_TURN_NS` (eventual fairness, as
 /// parking_lot's), then the next writer lets those readers in before it revokes. A count alone
 /// (4 writers, then a turn that waited for every registered reader) cost dedicated writers on
 /// 2 cores 99 % of their rate: some registered reader was always preempted.
