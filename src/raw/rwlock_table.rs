@@ -303,23 +303,7 @@ pub(crate) fn take_all(key: u64) -> u32 {
 pub mod probe {
     //! Counts of the biased read path's protocol steps across the executions of loom models,
     //! so that the models in tests/loom_rwlock.rs check they reach them (loom only).
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-    macro_rules! probe {
-        ($(#[$doc:meta])* $count:ident, $note:ident, $take:ident) => {
-            static $count: AtomicU64 = AtomicU64::new(0);
-
-            $(#[$doc])*
-            pub(crate) fn $note() {
-                $count.fetch_add(1, Relaxed);
-            }
-
-            /// The passes counted since the last call; restarts the count.
-            pub fn $take() -> u64 {
-                $count.swap(0, Relaxed)
-            }
-        };
-    }
+    use crate::sync::loom_probe::probe;
 
     probe!(
         /// A reader entered through the table.

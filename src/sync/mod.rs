@@ -339,25 +339,26 @@ pub(crate) fn note(event: PathEvent) {
 pub mod loom_probe {
     //! Counts of protocol paths taken across the executions of loom models, so that a model
     //! can check it reaches the path it is written for (not on real threads or in numa_sim).
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
     /// A probe: `$note()` counts one pass (crate-internal), `$take()` returns the passes since
-    /// the last call and restarts the count (for the models).
+    /// the last call and restarts the count (for the models). Also used by the rwlock's table
+    /// (`raw::rwlock_table::probe`).
     macro_rules! probe {
         ($(#[$doc:meta])* $count:ident, $note:ident, $take:ident) => {
-            static $count: AtomicU64 = AtomicU64::new(0);
+            static $count: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
             $(#[$doc])*
             pub(crate) fn $note() {
-                $count.fetch_add(1, Relaxed);
+                $count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
 
             /// The passes counted since the last call; restarts the count.
             pub fn $take() -> u64 {
-                $count.swap(0, Relaxed)
+                $count.swap(0, std::sync::atomic::Ordering::Relaxed)
             }
         };
     }
+    pub(crate) use probe;
 
     probe!(
         /// A queue head took a lock handed to it (`HANDED`) with a plain store.
