@@ -1,7 +1,7 @@
 //! The per-thread queue node, its registry and its thread-local slot.
 //!
-//! A thread needs a queue node only while it waits inside `lock()` (see DESIGN §1), so one node
-//! per thread serves every lock it takes, however deeply nested.
+//! A thread needs a queue node only while it waits inside `lock()` (see docs/DESIGN.md, "The
+//! queue node"), so one node per thread serves every lock it takes, however deeply nested.
 //!
 //! Nodes are named by a 32-bit **index** rather than a pointer, so that a lock word can hold a
 //! queue tail in 32 bits next to a 32-bit futex word (`RawMcs` and `RawCna` are 8 bytes). Index 0
