@@ -2,7 +2,9 @@
 //! series), on the crate's queue-lock core.
 //!
 //! ```text
-//! lock word  [ LOCKED | PARKED | NO_STEAL | FAIR ]       (LockWord, 4 bytes)
+//! lock word  bits 0-4:   LOCKED | PARKED | NO_STEAL | FAIR | HANDED      (LockWord, 4 bytes)
+//!            bit 5:      LOCAL, with the holder's node in bits 6-10 (a local handoff)
+//!            bits 11-31: the proxy's index while a handoff is deferred (0: none)
 //! tail       index of the last waiter in the main queue  (4 bytes)  -> 8 bytes in all
 //!
 //! main queue:       head(node A) -> A -> A -> B ... -> tail
@@ -113,14 +115,9 @@ const SHUFFLE_ONE_IN: u32 = 128;
 /// After this many reordering walks in a row that found no waiter of its node, a thread stops
 /// reordering on queue length alone (see `lock_as_head`) until a walk finds one again.
 ///
-/// Measured in numa_sim (`counter`, default tunables, 4 threads): with one thread per node
-/// (`x5-4`, `kunpeng920`) every walk is barren, and with two per socket (`epyc-2s`) most are,
-/// the other local thread being the one that just released. Reading the waiters' lines just
-/// before one of them is handed the lock cost CnaMutex 7-18% against McsMutex (0.89x, 0.93x,
-/// 0.82x); with the limit, 1.00x, 1.09x and 1.05x (on `epyc-2s` with 49% remote handoffs
-/// instead of 5%). At 16 threads and more the walks find local waiters and nothing changes (within 1%
-/// on `counter`). Limits of 2 and 4 also cut walks that pay at 6-8 threads (`kunpeng920`,
-/// 6 threads, limit 4: -56%); 8 does not.
+/// Why: with one or two threads per node most walks are barren, and reading the waiters' lines
+/// just before one of them is handed the lock only costs; smaller limits also cut walks that
+/// pay (docs/DESIGN.md, "Decision record: CNA barren walks").
 const BARREN_WALKS_LIMIT: u32 = 8;
 
 /// Where the head's reordering walk stands (it resumes there while the lock stays busy).
@@ -405,15 +402,14 @@ impl RawCna {
             next = wait_for_next(&my.next);
         }
         // Our successor's node matters only with a secondary queue (to defer or flush); without
-        // one, reading it would add a remote miss to the handoff for nothing (numa_sim,
-        // `epyc-2s`, 2 threads: 0.95x -> 0.99x McsMutex).
+        // one, reading it would add a remote miss to the handoff for nothing.
         let next_is_remote =
             secondary != 0 && !same_node(node(next).numa.load(Ordering::Relaxed), numa);
         // Defer only while we hold a secondary queue: it shows that waiters of our node were
         // queued behind remote ones lately, so one may well re-queue during our critical
         // section. Without one (say, one thread per node), deferring only moves the handoff's
-        // remote transfer into the critical path: measured in numa_sim on x5-4 with 4 threads
-        // (one per socket), CNA went from 0.90x to 1.13x McsMutex (BENCHMARKS.md).
+        // remote transfer into the critical path (docs/DESIGN.md, "Decision record: CNA
+        // deferred handoff").
         if next_is_remote
             && may_defer
             && let Some(proxy) = qnode::take_proxy()
@@ -517,10 +513,9 @@ impl RawCna {
 }
 
 /// Whether two waiters' places (`QNode::numa`) are on one NUMA node. CnaMutex keeps handoffs
-/// within a node, not within a cache domain: measured in numa_sim (`epyc-2s`, `counter`, 16 and
-/// 32 threads, seeds 1-2), preferring the holder's domain left one or two threads per domain
-/// trading the lock while the rest waited out the flush threshold: fairness factor 0.79-0.91 and
-/// `max_min` 8-24, against 0.56-0.62 and 1.6-2.7 per node.
+/// within a node, not within a cache domain: preferring the holder's domain leaves one or two
+/// threads per domain trading the lock while the rest wait out the flush threshold
+/// (docs/DESIGN.md, "Decision record: HQ cache domains").
 #[inline]
 fn same_node(a: u64, b: u64) -> bool {
     qnode::place_node(a) == qnode::place_node(b)

@@ -196,9 +196,10 @@ const DRAIN_BUMP: u32 = 2;
 
 /// The number of consecutive writers that may take the lock while readers are registered as
 /// waiting, at least; the streak also lasts at least `READER_TURN_NS` (eventual fairness, as
-/// parking_lot's), then the next writer lets those readers in before it revokes. A count alone
-/// (4 writers, then a turn that waited for every registered reader) cost dedicated writers on
-/// 2 cores 99 % of their rate: some registered reader was always preempted.
+/// parking_lot's), then the next writer lets those readers in before it revokes. A count alone,
+/// with a turn that waits for every registered reader, starves writers where threads outnumber
+/// cores: some registered reader is always preempted (docs/DESIGN.md, "Decision record: rwlock
+/// reader turns").
 pub const WRITER_STREAK_LIMIT: u32 = 4;
 
 /// The shortest streak of writers ahead of registered readers, in ns (see
@@ -215,10 +216,7 @@ const READER_TURN_STALL_NS: u64 = 5_000;
 
 /// Reader slots per NUMA node: a node's readers spread over this many lines, by thread, so
 /// that a socket's 18 cores do not all write one line. A writer reads them all, so more slots
-/// make writers slower. Measured in numa_sim on the X5-4 (`read_mostly_table_on_x5_4` in
-/// `tests/sim_rwlock.rs`, 72 threads, ops/µs at 100 / 95 / 0 % reads; one thread alone: 3.6):
-/// 4 slots 146 / 5.4 / 1.5, 8 slots 184 / 4.8 / 1.3. With 1 slot per node, only readers reached
-/// 43 (measured before writers dropped the `HELD` CAS).
+/// make writers slower (docs/DESIGN.md, "Decision record: rwlock reader slots").
 const SLOTS_PER_NODE: usize = 4;
 
 crate::sync::thread_local! {
@@ -398,10 +396,9 @@ struct Inflated<M> {
 }
 
 /// The revocation word, with what only the holder of `M` reads and writes (which it touches
-/// when it writes the word anyway). `M` has a line of its own: with `M` on this line (so that
-/// a handoff between writers moved one line, not two) the 0 % reads rate in numa_sim did not
-/// change, and the 95 % one halved (X5-4, 72 threads: cna-rw 3.8 against 7.3 M ops/s),
-/// since `M`'s queue head spins on its word while the holder writes `state`.
+/// when it writes the word anyway). `M` has a line of its own: `M`'s queue head spins on its
+/// word while the holder writes `state`, and sharing the line slowed read-mostly use more than
+/// it saved writers (docs/DESIGN.md, "Decision record: rwlock reader slots").
 struct WriterLine {
     word: AtomicU32,
     /// Consecutive writers that took `M` while readers were registered waiting; read and
@@ -1451,8 +1448,7 @@ impl<M: WriterLock> Inflated<M> {
     /// only) sets `HELD`.
     fn drain(&self, deadline: Option<u64>, table: bool) -> bool {
         // Made at the first reader found inside, not before the first look: making it reads the
-        // clock, and most writers of a contended lock find no reader (locktorture `rw` at 0 %
-        // reads on 2 cores: the clock read was 39 % of the profile's samples).
+        // clock, and most writers of a contended lock find no reader.
         let mut budget: Option<SpinBudget> = None;
         loop {
             // SeqCst: read before the slots; a reader that leaves after our slot loads bumps
@@ -1471,8 +1467,7 @@ impl<M: WriterLock> Inflated<M> {
                 if !self.recursive {
                     // No recursive reader can veto, and nobody reads `HELD`: drained. This
                     // saves a CAS on `state` that every reader registering as waiting made
-                    // fail and retry: at 95 % reads on the X5-4 (72 threads, numa_sim's `rw`
-                    // table in tests/sim_rwlock.rs) cna-rw went from 0.8 to 5.4 ops/µs.
+                    // fail and retry (docs/DESIGN.md, "Decision record: rwlock reader slots").
                     if seen & DRAIN_PARKED != 0 {
                         // Relaxed: stops the readers' wakes; nobody sleeps on `drain` now.
                         self.drain.seq.fetch_and(!DRAIN_PARKED, Ordering::Relaxed);
