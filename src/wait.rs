@@ -3,10 +3,10 @@
 //! Every wait in the crate has the same shape: spin on a word for a short, tunable time
 //! ([`SpinBudget`]), then announce the sleep in the word itself and sleep with
 //! [`park`]`(word, announced_value)`. The waker changes the word with release ordering and calls
-//! [`unpark`] only if it saw the announcement. Because `park` sleeps only while the word still holds
-//! the announced value (checked atomically with the sleep), a wake-up cannot be lost: either the
-//! waker's change lands first and `park` returns at once, or the waiter is asleep when the waker
-//! calls `unpark`.
+//! [`unpark`] only if it saw the announcement. Because `park` sleeps only while the word still
+//! holds the announced value (checked atomically with the sleep), a wake-up cannot be lost: either
+//! the waker's change lands first and `park` returns at once, or the waiter is asleep when the
+//! waker calls `unpark`.
 //!
 //! Spurious returns from `park` are allowed, so every caller re-checks its condition in a loop.
 //!

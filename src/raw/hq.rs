@@ -18,10 +18,10 @@
 //!
 //! There are two kinds of **FIFO entries**: a *representative* (`R`), the first waiter of the
 //! local queue of its slot (its place: NUMA node and cache domain, see `NodeQueues::slot_of`), and
-//! a *flat waiter* (`W`), which joined the FIFO directly and has no local queue. The **head** (the only thread that waits on the lock word)
-//! is always the FIFO's front entry. Waiters behind a representative in its local queue touch
-//! only their slot's tail word when they arrive: the FIFO, and the lock word, see one entry per
-//! waiting node.
+//! a *flat waiter* (`W`), which joined the FIFO directly and has no local queue. The **head** (the
+//! only thread that waits on the lock word) is always the FIFO's front entry. Waiters behind a
+//! representative in its local queue touch only their slot's tail word when they arrive: the FIFO,
+//! and the lock word, see one entry per waiting node.
 //!
 //! # Modes
 //!
@@ -396,7 +396,8 @@ struct Until {
 /// The line of [`NodeQueues`] every arrival reads: written once when the state is made, and then
 /// only `mode`, on a mode change.
 struct Arrivals {
-    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change only.
+    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change
+    /// only.
     mode: AtomicU32,
     /// 1 while the local queues are per NUMA node rather than per cache domain (see
     /// [`NodeQueues::coarsen`] and [`NodeQueues::refine`]): where nodes have several cache

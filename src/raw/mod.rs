@@ -509,9 +509,10 @@ impl LockWord {
     /// a reserved lock (`HANDED`: HqMutex, or stealing off) owns its reservation and takes the
     /// free lock with a plain store; any other head takes it with a CAS, since a thread that
     /// emptied the queue without the lock (`clear_reservation`) may clear a reservation between
-    /// the head's look and its store, and an arrival's fast path could then take the lock too. Before it parks, the head takes the
-    /// mark back and lifts a reservation it made only for that reason, and `HANDED` (stealers
-    /// may take the lock while it sleeps, and its successor may sleep too).
+    /// the head's look and its store, and an arrival's fast path could then take the lock too.
+    /// Before it parks, the head takes the mark back and lifts a reservation it made only for that
+    /// reason, and `HANDED` (stealers may take the lock while it sleeps, and its successor may
+    /// sleep too).
     ///
     /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
     /// lock is held by someone else, at least once before the first park, until it returns

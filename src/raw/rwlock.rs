@@ -378,8 +378,8 @@ struct Inflated<M> {
     /// The writer's drain futex and its streak, away from `state` so that leaving readers'
     /// bumps do not invalidate the line every reader reads.
     drain: CachePadded<DrainWord>,
-    /// [`SLOTS_PER_NODE`] reader counters per node (see `node_stride`); their wrapping sum is the number
-    /// of readers inside (or about to back off).
+    /// [`SLOTS_PER_NODE`] reader counters per node (see `node_stride`); their wrapping sum is the
+    /// number of readers inside (or about to back off).
     slots: Box<[CachePadded<AtomicU32>]>,
     slot_mask: usize,
     /// Whether recursive readers may veto a draining writer (`RECURSIVE`); only then does a
@@ -430,10 +430,10 @@ fn is_compact<M>(word: *mut Inflated<M>) -> bool {
 /// hardware and in the simulator, a `SeqCst` fence under loom.
 ///
 /// A `SeqCst` read-modify-write followed by a `SeqCst` load already gives the reader's side of
-/// the handshake its place in the single total order of `SeqCst` operations (C++20 [atomics.order]),
-/// so the real code needs no fence on its fast path (on x86 the locked RMW is a full barrier
-/// anyway). Loom models `SeqCst` accesses as acquire/release and only `SeqCst` fences as
-/// sequentially consistent; the fence gives the models the same total order, so that they
+/// the handshake its place in the single total order of `SeqCst` operations (C++20
+/// [atomics.order]), so the real code needs no fence on its fast path (on x86 the locked RMW is a
+/// full barrier anyway). Loom models `SeqCst` accesses as acquire/release and only `SeqCst` fences
+/// as sequentially consistent; the fence gives the models the same total order, so that they
 /// check the protocol rather than report the handshake loom cannot see.
 #[inline(always)]
 fn reader_handshake_fence() {

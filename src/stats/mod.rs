@@ -22,8 +22,8 @@
 //!
 //! Memory: with the feature, every lock carries 8 counters and 2 histograms of 80 buckets, the
 //! counters on cache lines of their own: 1,792 bytes per lock on x86-64, at most 2 KiB
-//! (`tests/stats.rs` checks it; `CnaMutex<()>` is 8 bytes without the feature). Without the feature nothing of this exists
-//! and the lock paths are unchanged.
+//! (`tests/stats.rs` checks it; `CnaMutex<()>` is 8 bytes without the feature). Without the feature
+//! nothing of this exists and the lock paths are unchanged.
 //!
 //! ```
 //! # #[cfg(feature = "stats")] {
