@@ -63,16 +63,21 @@
 //!
 //! # States
 //!
-//! | word (who writes)                     | value                     | meaning                                   |
-//! |---------------------------------------|---------------------------|-------------------------------------------|
-//! | `fifo_tail` (arrivals, head)          | 0                         | nobody waits (the holder may still run)   |
-//! |                                       | `i`                       | entry `i` is the last of the FIFO         |
-//! | `queues` (holder)                     | null / pointer            | no per-node state yet / allocated, freed in `drop` |
-//! | `mode` (holder)                       | `FLAT` / `HIERARCHICAL`   | arrivals join the FIFO / their local queue |
-//! | `tail(s)` (arrivals, head)            | 0                         | no waiter of slot `s` in a local queue    |
-//! |                                       | `i`                       | waiter `i` is the last of slot `s`'s queue |
-//! | `deferred` (holder, claimer, unlock)  | 0                         | no deferred handoff                       |
-//! |                                       | `front \| count << 32 \| streak << 51 \| s << 56` | the holder (`count` local handoffs into its node's turn, carrying `streak`) kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with `count + 1`; otherwise `unlock` makes `front` head, and at `count = 0` the turn was barren (see [`Deferral`]) |
+//! Each word (who writes it): its values and what they mean.
+//!
+//! - `fifo_tail` (arrivals, head): 0, nobody waits (the holder may still run); `i`, entry `i` is
+//!   the last of the FIFO;
+//! - `queues` (holder): null, no per-node state yet; a pointer, allocated, freed in `drop`;
+//! - `mode` (holder): `FLAT`, arrivals join the FIFO; `HIERARCHICAL`, arrivals join their local
+//!   queue;
+//! - `tail(s)` (arrivals, head): 0, no waiter of slot `s` in a local queue; `i`, waiter `i` is the
+//!   last of slot `s`'s queue;
+//! - `deferred` (holder, claimer, unlock): 0, no deferred handoff; or
+//!   `front | count << 32 | streak << 51 | s << 56`: the holder (`count` local handoffs into its
+//!   node's turn, carrying `streak`) kept the FIFO front `front` waiting: a representative of slot
+//!   `s` arriving during the critical section may take headship ahead of it with `count + 1`;
+//!   otherwise `unlock` makes `front` head, and at `count = 0` the turn was barren (see
+//!   [`Deferral`]).
 //!
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`); for a

@@ -33,17 +33,23 @@ use crate::wait::{self, SpinBudget};
 /// The lock word: a futex word holding the lock bit and the flags that coordinate the queue head
 /// with lockers and unlockers. The queue tail lives in a separate word of each lock.
 ///
-/// | bits                          | meaning                                                        |
-/// |-------------------------------|----------------------------------------------------------------|
-/// | `0`                           | free; stealing allowed                                         |
-/// | `LOCKED`                      | held                                                           |
-/// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
-/// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
-/// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
-/// | `HANDED \| NO_STEAL` (± `LOCKED`, `FAIR`) | the holder made its marked successor head with a reserved lock (HqMutex, or stealing off); the reservation is that head's alone, and it takes the free lock with a plain store |
-/// | `LOCAL \| node << LOCAL_NODE_SHIFT` (± `LOCKED`, `PARKED`) | CnaMutex's holder made its marked successor of node `node` head: only arrivals of that node may take the free lock before that head |
-/// | `LOCKED \| proxy << PROXY_SHIFT` | held; the holder deferred its handoff: CNA left the proxy node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder writes these bits) |
-/// | `proxy << PROXY_SHIFT` (± flags) | still held (`HELD`): the unlocker has released `LOCKED` and is making the deferred handoff |
+/// - `0`: free; stealing allowed;
+/// - `LOCKED`: held;
+/// - `LOCKED | PARKED`: held; the queue head sleeps on this word: the unlock must wake it;
+/// - `NO_STEAL` (with any of the above): the queue head is owed the lock: arrivals must queue;
+/// - `FAIR | NO_STEAL` (± `LOCKED`, `PARKED`): set by `unlock_fair`: the head's next handoff is
+///   fair;
+/// - `HANDED | NO_STEAL` (± `LOCKED`, `FAIR`): the holder made its marked successor head with a
+///   reserved lock (HqMutex, or stealing off); the reservation is that head's alone, and it takes
+///   the free lock with a plain store;
+/// - `LOCAL | node << LOCAL_NODE_SHIFT` (± `LOCKED`, `PARKED`): CnaMutex's holder made its marked
+///   successor of node `node` head: only arrivals of that node may take the free lock before that
+///   head;
+/// - `LOCKED | proxy << PROXY_SHIFT`: held; the holder deferred its handoff: CNA left the proxy
+///   node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder
+///   writes these bits);
+/// - `proxy << PROXY_SHIFT` (± flags): still held (`HELD`): the unlocker has released `LOCKED` and
+///   is making the deferred handoff.
 ///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
 ///

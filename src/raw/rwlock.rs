@@ -10,7 +10,7 @@
 //! may leave on another CPU than it entered); written for this crate.
 //!
 //! ```text
-//! word   compact state (bit 0 set)  |  pointer to Inflated (bit 0 clear)   (8 bytes: the whole lock)
+//! word   compact state (bit 0 set) | pointer to Inflated (bit 0 clear)  (8 bytes: the whole lock)
 //!
 //! Inflated (heap, made on first contention, freed by drop):
 //!   state    [ WRITER | HELD | VETO | READERS_PARKED | BIAS | waiting readers ... ], and on
@@ -88,14 +88,18 @@
 //!
 //! `state` (the revocation word; bits, and who sets/clears them):
 //!
-//! | bit               | set by                                  | cleared by                          |
-//! |-------------------|-----------------------------------------|-------------------------------------|
-//! | `WRITER`          | the holder of `M`, to write (revokes readers) | its unlock, downgrade or timeout |
-//! | `HELD`            | that writer, once the slots drained (CAS; recursive locks only) | with `WRITER` |
-//! | `VETO`            | a recursive reader that entered while `WRITER` without `HELD` | the writer, before it rescans |
-//! | `READERS_PARKED`  | a reader, before sleeping on `state` while `WRITER` | the unlock that clears `WRITER` (and wakes) |
-//! | `BIAS`            | a fresh block (non-recursive); a reader once the inhibition is over | a writer's revocation (with `WRITER`) |
-//! | `waiting` (count) | a reader that found `WRITER` and spun its spin time, once per acquisition (register) | that reader, once it got in or gave up |
+//! - `WRITER`: set by the holder of `M`, to write (revokes readers); cleared by its unlock,
+//!   downgrade or timeout;
+//! - `HELD`: set by that writer, once the slots drained (CAS; recursive locks only); cleared with
+//!   `WRITER`;
+//! - `VETO`: set by a recursive reader that entered while `WRITER` without `HELD`; cleared by the
+//!   writer, before it rescans;
+//! - `READERS_PARKED`: set by a reader, before sleeping on `state` while `WRITER`; cleared by the
+//!   unlock that clears `WRITER` (and wakes);
+//! - `BIAS`: set by a fresh block (non-recursive), and by a reader once the inhibition is over;
+//!   cleared by a writer's revocation (with `WRITER`);
+//! - `waiting` (a count): raised by a reader that found `WRITER` and spun its spin time, once per
+//!   acquisition (it registers); lowered by that reader, once it got in or gave up.
 //!
 //! Transitions of one writer: `M` taken → (maybe: the registered readers' turn) → `WRITER` →
 //! slots drain → (recursive locks: `WRITER | HELD`, a CAS that fails if `VETO` or anything else

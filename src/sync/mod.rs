@@ -5,11 +5,12 @@
 //! clock, parking) comes from here, so the loom models and the simulation run exactly the code
 //! that ships. Three backends:
 //!
-//! | backend              | selected by      | atomics            | time              | parking                 |
-//! |----------------------|------------------|--------------------|-------------------|-------------------------|
-//! | real threads         | (default)        | `std`              | `Instant`         | futex (Linux), emulated elsewhere |
-//! | loom model checking  | `--cfg loom`     | loom's             | [`loom_clock`]    | emulated on loom's condvar |
-//! | simulated machine    | `--cfg numa_sim` | `numa_sim`'s (native size, each access costed) | virtual | `numa_sim`'s futex model |
+//! - real threads (the default): `std`'s atomics, time from `Instant`, parking on the futex
+//!   (Linux) or an emulation of it elsewhere;
+//! - loom model checking (`--cfg loom`): loom's atomics, time from [`loom_clock`], parking
+//!   emulated on loom's condvar;
+//! - a simulated machine (`--cfg numa_sim`): `numa_sim`'s atomics (native size, each access
+//!   costed), virtual time, `numa_sim`'s futex model.
 //!
 //! The rest of the crate names `cfg(loom)` or `cfg(numa_sim)` only where this module cannot
 //! decide for it, for one of these reasons:
