@@ -44,21 +44,18 @@
 //!     node head, with no payload (the preferred node changes);
 //!   - otherwise make the successor head, handing it the secondary queue.
 //!
-//! Deferred handoff (ours, after the cohort locks; `RawHq` does the same): choosing the next
-//! head when we *take* the lock comes a moment after the previous holder of our node, often
-//! the only other local waiter, released it, and before it could queue again; by the end of
-//! our critical section it usually has. So instead of handing the lock to another node, the
-//! head leaves a **proxy** node in its place at the head of the queue (its thread's second node,
-//! `qnode::take_proxy`), carrying our node id and the secondary queue in the proxy's `HEAD`
-//! status, and records the proxy's index in the lock word's upper bits. `unlock` (by whichever
-//! thread releases the lock; its `fetch_sub` returns the index, and the recorded bits keep the
-//! lock held until it is done) reorders from the proxy and chooses the next head by the rules
-//! above (never deferring again), then gives the proxy back and frees the lock. While the proxy
-//! is the tail, arrivals link behind it like behind any waiter; nobody waits on its status.
-//! The holder still owns no node, so nested locking and guards moved to other threads work as
-//! for every lock; a second CNA lock held while the proxy is busy simply does not defer. On a
-//! one-node machine no successor is ever remote and no secondary queue exists: CNA never
-//! defers and behaves as MCS.
+//! Deferred handoff (ours; `RawHq` does the same; why: docs/DESIGN.md, "Deferred handoffs"):
+//! instead of handing the lock to another node when it takes the lock, the head leaves a **proxy**
+//! node in its place at the head of the queue (its thread's second node, `qnode::take_proxy`),
+//! carrying our node id and the secondary queue in the proxy's `HEAD` status, and records the
+//! proxy's index in the lock word's upper bits. `unlock` (by whichever thread releases the lock;
+//! its `fetch_sub` returns the index, and the recorded bits keep the lock held until it is done)
+//! reorders from the proxy and chooses the next head by the rules above (never deferring again),
+//! then gives the proxy back and frees the lock. While the proxy is the tail, arrivals link behind
+//! it like behind any waiter; nobody waits on its status. The holder still owns no node, so nested
+//! locking and guards moved to other threads work as for every lock; a second CNA lock held while
+//! the proxy is busy simply does not defer. On a one-node machine no successor is ever remote and
+//! no secondary queue exists: CNA never defers and behaves as MCS.
 //!
 //! Shuffle reduction: with no secondary queue, the head reorders only with probability 1/128,
 //! which keeps light contention as cheap as MCS; once a secondary queue exists, or two or more

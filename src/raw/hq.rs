@@ -141,11 +141,9 @@
 //!      word is freed, so exactly one of them wins), then clears the mark;
 //!    - otherwise `F` becomes head with count 0.
 //!
-//! Without deferral the local successor would be chosen when the holder *acquires*, a moment
-//! after its predecessor (often the only other thread of the node) released the lock and before
-//! that thread could queue again: with few threads per node nearly every handoff would leave
-//! the node. Deferral moves the choice to the end of the critical section, as in a cohort lock,
-//! while the holder still owns no queue node (`unlock` reads only the lock's own state).
+//! Deferral moves the choice of the next head to the end of the critical section while the
+//! holder still owns no queue node (`unlock` reads only the lock's own state); why:
+//! docs/DESIGN.md, "Deferred handoffs".
 //!
 //! # Timed acquisition
 //!

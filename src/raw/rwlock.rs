@@ -3,11 +3,8 @@
 //! node) and whose writers queue through one of the crate's queue locks (`RawMcs`, `RawCna`,
 //! `RawHq`).
 //!
-//! Ideas from BRAVO (Dice & Kogan, ATC 2019: a reader bias that a writer revokes, and one
-//! process-wide table of visible readers), the
-//! per-node reader indicators of Calciu et al. ("NUMA-Aware Reader-Writer Locks", PPoPP 2013)
-//! and the kernel's percpu-rwsem (per-CPU counters whose *sum* is the reader count, so a reader
-//! may leave on another CPU than it entered); written for this crate.
+//! Ideas from BRAVO, the per-node reader indicators of Calciu et al. and the kernel's
+//! percpu-rwsem; written for this crate (docs/DESIGN.md, "The reader-writer lock").
 //!
 //! ```text
 //! word   compact state (bit 0 set) | pointer to Inflated (bit 0 clear)  (8 bytes: the whole lock)
