@@ -38,9 +38,9 @@ pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
 /// The kernel's CNA uses 1 ms (`numa_spinlock_threshold_ns`). A waiter of another node waits
 /// for its node's turn, and every node's turn lasts up to the threshold, so the tail of the
 /// waits grows with (nodes × threshold). Trade-off: a longer threshold keeps more handoffs on
-/// one node; a shorter one bounds the wait of waiters on other nodes. 25 µs keeps the remote
-/// share of handoffs low while no waiter's wait grows long enough for it to park
-/// (docs/DESIGN.md, "Decision record: CNA flush threshold").
+/// one node; a shorter one bounds the wait of waiters on other nodes. 25 µs kept both the tail
+/// of the waits and the share of remote handoffs small on four sockets (docs/DESIGN.md,
+/// "Decision record: CNA flush threshold").
 pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_micros(25);
 /// Default number of consecutive handoffs HQ keeps within one NUMA node: 64.
 ///

@@ -226,8 +226,8 @@ impl SpinBudget {
 }
 
 /// A `sched_yield` that returns within this found nobody else to run: a yield alone is a
-/// fraction of this, a yield to another thread well above it (docs/DESIGN.md,
-/// "Oversubscription").
+/// fraction of this, a yield to another thread well above it (docs/DESIGN.md, "Decision
+/// record: a crowded verdict that stands").
 pub(crate) const ALONE_YIELD_NS: u64 = 1000;
 
 /// How long a "not crowded" verdict stands before a thread times a yield again; a "crowded"
@@ -299,9 +299,8 @@ pub(crate) fn note_yield(took_ns: u64, now: u64) {
 /// waiter may be preempted, so that marking a successor (which then spins without parking) and
 /// reserving the lock for it (so that nobody else can take it) could hold the lock up for a
 /// time slice. The verdict of the last timed yield while it stands (1 ms for "not crowded",
-/// 1 to 128 ms for "crowded", see [`CROWDED_MAX_HOLD_NS`]), else a new timed yield. Never
-/// under loom, which explores the marking paths; always in a thread-local
-/// destructor (no marking there).
+/// 1 to 128 ms for "crowded", see [`CROWDED_MAX_HOLD_NS`]), else a new timed yield. Never under
+/// loom, which explores the marking paths; always in a thread-local destructor (no marking there).
 pub(crate) fn crowded() -> bool {
     if EXHAUSTIVE {
         return false;

@@ -26,8 +26,8 @@ impl Topology {
     /// # Errors
     ///
     /// [`TopologyError::Hwloc`] if hwloc cannot load the topology, reports no NUMA node with a PU,
-    /// or a node with an infinite cpuset; [`TopologyError::CpuOutOfRange`] for a PU number `>=
-    /// MAX_CPUS`.
+    /// or a node with an infinite cpuset; [`TopologyError::CpuOutOfRange`] for a PU number
+    /// `>= MAX_CPUS`.
     ///
     /// # Examples
     ///
