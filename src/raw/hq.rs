@@ -42,24 +42,18 @@
 //!
 //! # Cache domains
 //!
-//! Where a NUMA node holds several L3 domains (AMD's CCXs: a transfer within one costs about a
-//! fifth of one between two of a socket), a local queue may serve one domain rather than one
-//! node. Per-domain queues pay only when a domain has several waiting threads, so a lock starts
-//! per node (`coarse`), goes per domain when a node's turn runs to its limit with waiters of the
-//! node left, and back to per node when per-domain turns are barren (then stays so for
+//! Where a NUMA node holds several L3 domains, a local queue may serve one domain rather than one
+//! node (why: docs/DESIGN.md, "HqMutex: a queue per node and a FIFO of nodes"). A lock starts per
+//! node (`coarse`), goes per domain when a node's turn runs to its limit with waiters of the node
+//! left, and back to per node when per-domain turns are barren (then stays so for
 //! [`FLAT_FOR_NS`]). Only holders switch, and any slot an arrival computes is correct: every
 //! waiter records the slot it queued in (`QNode::hq_slot`), and leaves through that one. On
 //! machines with one domain per node, nothing of this is ever read.
 //!
-//! Each level has its own turn limit: a node's turn (per-node queues) ends after
-//! `tunables::hq_local_handoffs()` local handoffs, a domain's (per-domain queues) after
-//! `tunables::hq_domain_handoffs()`; an arrival notes which kind of slot it computed
-//! (`Local::per_domain`), and its turn uses that limit. A waiter waits for the turns of every
-//! slot ahead of it in the FIFO, and a node holds up to 12 domains where a machine has 2 nodes:
-//! domain turns must be shorter than node turns to bound that wait (see
-//! `tunables::DEFAULT_HQ_DOMAIN_HANDOFFS`). Nodes get no turn of their own above their
-//! domains': the FIFO serves slots in arrival order, one turn per waiting slot and round,
-//! whatever its node.
+//! Each level has its own turn limit: a node's turn ends after `tunables::hq_local_handoffs()`
+//! local handoffs, a domain's after `tunables::hq_domain_handoffs()`; an arrival notes which kind
+//! of slot it computed (`Local::per_domain`), and its turn uses that limit. The FIFO serves slots
+//! in arrival order, one turn per waiting slot and round, whatever its node.
 //!
 //! # States
 //!
