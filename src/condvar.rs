@@ -33,9 +33,7 @@
 //!   mutex's queue, as parking_lot does and as this crate first did: a waiter in the queue is
 //!   handed the mutex in turn, asleep or not, and every handoff to a sleeper makes the mutex
 //!   wait for its wake-up. On a one-slot producer/consumer queue with more threads than cores
-//!   that cost a second sleep per message (`locktorture --workload pc`, 8 threads on 2 cores:
-//!   2.8 futex calls and 1.8 context switches per message against parking_lot's 1.6 and 0.9,
-//!   at 0.4x its throughput; see `docs/DESIGN.md`, "Oversubscription").
+//!   that cost a second sleep per message (docs/DESIGN.md, "Oversubscription").
 //! - A timed wait whose deadline passes takes the internal lock: if its node is still in the
 //!   list, it unlinks it and returns "timed out" after re-locking the mutex; if a notify took it
 //!   off first, it was notified (and `notify_one` returned `true` for it).

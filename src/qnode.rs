@@ -1,7 +1,7 @@
 //! The per-thread queue node, its registry and its thread-local slot.
 //!
-//! A thread needs a queue node only while it waits inside `lock()` (see DESIGN §1), so one node
-//! per thread serves every lock it takes, however deeply nested.
+//! A thread needs a queue node only while it waits inside `lock()` (see docs/DESIGN.md, "The
+//! queue node"), so one node per thread serves every lock it takes, however deeply nested.
 //!
 //! Nodes are named by a 32-bit **index** rather than a pointer, so that a lock word can hold a
 //! queue tail in 32 bits next to a 32-bit futex word (`RawMcs` and `RawCna` are 8 bytes). Index 0
@@ -82,13 +82,12 @@ pub(crate) fn current_place() -> u64 {
 
 /// The node status word (`QNode::status`), the only word a non-head waiter sleeps on.
 ///
-/// | value                    | meaning                                                          |
-/// |--------------------------|------------------------------------------------------------------|
-/// | `WAITING` (0)            | queued behind another waiter, spinning                           |
-/// | `PARKED` (1)             | queued, asleep (or about to sleep) on this word: a change must `unpark` |
-/// | `ABANDONED` (2)          | a timed waiter gave up: the node belongs to the queue, which skips it |
-/// | `NEXT` (3)               | queued, marked by the queue head as the next head: spinning, and it neither parks nor abandons until the head takes the mark back or makes it head |
-/// | `HEAD \| payload << 3`   | this waiter is now the queue head; `payload` is lock-specific    |
+/// - `WAITING` (0): queued behind another waiter, spinning;
+/// - `PARKED` (1): queued, asleep (or about to sleep) on this word: a change must `unpark`;
+/// - `ABANDONED` (2): a timed waiter gave up: the node belongs to the queue, which skips it;
+/// - `NEXT` (3): queued, marked by the queue head as the next head: spinning, and it neither
+///   parks nor abandons until the head takes the mark back or makes it head;
+/// - `HEAD | payload << 3`: this waiter is now the queue head; `payload` is lock-specific.
 ///
 /// Transitions: the owner writes `WAITING` before it publishes the node; the owner sets
 /// `WAITING → PARKED` (CAS) before sleeping; the predecessor (or, for CNA and HQ, the head that

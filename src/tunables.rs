@@ -22,10 +22,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// Default time a waiter spins before it parks: 5 µs, about the cost of a futex sleep and wake.
-/// Measured side by side on the 2-core machine of BENCHMARKS.md: 2 µs gave a few percent more
-/// throughput with 2 threads and stealing, but made strict handoffs (stealing off) 5-10x slower,
-/// because a waiter that parks makes the next one wait long enough to park too; 10 µs and more
-/// only burn the core the holder needs when threads outnumber cores.
+///
+/// Trade-off: a shorter spin parks waiters sooner, and a parked waiter makes the next handoff
+/// wait for a wake-up long enough for the next waiter to park too; a longer one only burns the
+/// core the holder needs when threads outnumber cores (docs/DESIGN.md, "Decision record: spin
+/// time").
 pub const DEFAULT_SPIN_TIME: Duration = Duration::from_micros(5);
 /// Default for stealing: on. An arriving thread may take a free lock before queueing.
 pub const DEFAULT_STEALING: bool = true;
@@ -36,45 +37,27 @@ pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
 ///
 /// The kernel's CNA uses 1 ms (`numa_spinlock_threshold_ns`). A waiter of another node waits
 /// for its node's turn, and every node's turn lasts up to the threshold, so the tail of the
-/// waits grows with (nodes × threshold). Measured in numa_sim with the reserved-head handoff
-/// (`numasim --machine x5-4 --locks cna --workload counter,kv --cna-flush-us N --paths`, 10 ms,
-/// seed 1; BENCHMARKS.md), at 16, 32, 72, 144 threads:
-/// - 100 µs: `wait_p99_us` 361, 455, 682, 1111; 0.4-0.5% remote handoffs; waiters parked (11 to
-///   127 per 1000 acquisitions) and throughput fell from 2.16 to 0.95 M/s;
-/// - 50 µs: p99 166, 180, 222, 899; 0.7-0.9% remote; 2.34, 2.26, 2.08, 1.33 M/s;
-/// - 25 µs: p99 92, 107, 144, 221; 1.1-1.6% remote; 2.26, 2.13, 1.89, 1.66 M/s (the kernel's
-///   CNA model 1.81 at 16-72).
-///
-/// 25 µs is the one that keeps the p99 wait under 200 µs and the remote share under 2% at 16-72
-/// threads on four sockets (the handoff issue's bounds), and does not collapse at 144.
+/// waits grows with (nodes × threshold). Trade-off: a longer threshold keeps more handoffs on
+/// one node; a shorter one bounds the wait of waiters on other nodes. 25 µs kept both the tail
+/// of the waits and the share of remote handoffs small on four sockets (docs/DESIGN.md,
+/// "Decision record: CNA flush threshold").
 pub const DEFAULT_CNA_FLUSH_THRESHOLD: Duration = Duration::from_micros(25);
 /// Default number of consecutive handoffs HQ keeps within one NUMA node: 64.
 ///
 /// The HQ RFC's kernel spinlock keeps 1000, but a spinlock hands the lock on at every release;
-/// with stealing (on by default) most acquisitions here are steals, which do not count, so 1000
-/// handoffs made one node's turn last milliseconds. Measured in numa_sim (`numasim --threads
-/// 8,16,32,64,72 --locks hq --hq-local-handoffs N`, counter workload, 10 ms; BENCHMARKS.md):
-/// with 1000, two of the X5-4's four sockets did almost nothing for the whole 10 ms at 32
-/// threads (fairness factor 0.99; 0.5 is fair), the Kunpeng 920's likewise at 32-72 threads
-/// (0.96-0.99); with 64, fairness 0.58-0.63 on the X5-4 and 0.54-0.56 on the Kunpeng 920, its
-/// throughput 4.78 against 4.18 M/s at 64 threads, the same or better elsewhere, and remote
-/// handoffs at 32 threads on the X5-4 0.28% (256: fairness up to 0.74; 32: 0.53-0.58, with
-/// up to 7% less throughput on the Kunpeng 920).
+/// with stealing (on by default) most acquisitions here are steals, which do not count, so a
+/// limit of 1000 handoffs lets one node's turn last milliseconds. Trade-off: a longer turn keeps
+/// more handoffs local; a shorter one is fairer to the other nodes (docs/DESIGN.md, "Decision
+/// record: HQ turn limits").
 pub const DEFAULT_HQ_LOCAL_HANDOFFS: u64 = 64;
 /// Default number of consecutive handoffs HQ keeps within one cache domain (an L3, AMD's CCX)
 /// while its local queues serve domains rather than nodes: 16.
 ///
 /// A waiter's wait grows with the domains whose turns come before its own (up to 23 on a
-/// two-socket EPYC 9654) times their length. Measured in numa_sim (`numasim --machine M
-/// --threads 16,32,64,96,192 --workload counter,kv,lockbench --locks hq,cna-kernel
-/// --hq-domain-handoffs N`, 10 ms; BENCHMARKS.md "HqMutex: a turn limit per cache domain"),
-/// `epyc9654-2s` `counter` at 96 threads, seed 1: 8 made 3.33 M/s with `wait_p99_us` 96, 16
-/// 3.96 and 141, 24 4.24 and 186, 32 4.40 and 233, 64 (the per-node limit, used for both
-/// before) 4.66 and 417. Of those, 16 is the largest that keeps the p99 wait within 200 µs at
-/// 32-96 threads on both EPYC presets and every workload, and the fairness factor within 0.6
-/// (24: p99 239 on `kv`, fairness 0.62), seed 1; seeds 2-3 agree for 16. It keeps 2.3-2.6x
-/// `cna-kernel` on `counter` where the lock runs per domain (64-192 threads on `epyc-2s`,
-/// 96-192 on `epyc9654-2s`) and 1.26-1.59x on `kv` at 64-192 threads.
+/// two-socket EPYC 9654) times their length, so domain turns are shorter than node turns.
+/// Trade-off: longer turns give more throughput, shorter ones a shorter worst wait; 16 is the
+/// longest that kept the tail of the waits bounded (docs/DESIGN.md, "Decision record: HQ turn
+/// limits").
 pub const DEFAULT_HQ_DOMAIN_HANDOFFS: u64 = 16;
 
 const MAX_SPIN_TIME: Duration = Duration::from_secs(1);

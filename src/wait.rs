@@ -3,10 +3,10 @@
 //! Every wait in the crate has the same shape: spin on a word for a short, tunable time
 //! ([`SpinBudget`]), then announce the sleep in the word itself and sleep with
 //! [`park`]`(word, announced_value)`. The waker changes the word with release ordering and calls
-//! [`unpark`] only if it saw the announcement. Because `park` sleeps only while the word still holds
-//! the announced value (checked atomically with the sleep), a wake-up cannot be lost: either the
-//! waker's change lands first and `park` returns at once, or the waiter is asleep when the waker
-//! calls `unpark`.
+//! [`unpark`] only if it saw the announcement. Because `park` sleeps only while the word still
+//! holds the announced value (checked atomically with the sleep), a wake-up cannot be lost: either
+//! the waker's change lands first and `park` returns at once, or the waiter is asleep when the
+//! waker calls `unpark`.
 //!
 //! Spurious returns from `park` are allowed, so every caller re-checks its condition in a loop.
 //!
@@ -37,19 +37,16 @@ pub(crate) struct SpinBudget {
     spins: u32,
 }
 
-/// How long a queued waiter may wait behind each running thread: a contended handoff takes 0.25
-/// to 0.7 µs in numa_sim (across sockets on the X5-4, store buffers on), so 2 µs is generous.
+/// How long a queued waiter may wait behind each running thread: a contended handoff takes well
+/// under 1 µs even across sockets, so 2 µs is generous.
 ///
 /// A waiter whose core is not crowded spins for the spin time plus this per CPU before it parks
 /// ([`uncrowded_wait_ns`]): with no more running threads than CPUs, that many handoffs is the
 /// longest a first-come queue can make it wait. A queue lock whose waiters park hands every
-/// contended acquisition to a thread that needs a futex wake (5 µs or more), and a queue of them
-/// parks all the more, since every waiter then waits longer: measured in numa_sim, X5-4,
-/// `counter`, McsMutex with its head reserving the lock made 0.19 M/s at 16-72 threads (990
-/// parks per 1000 acquisitions) with the 5 µs budget, 1.34-1.42 M/s with 100 µs (no parks), and
-/// at 144 threads parked again with 100 µs (925 per 1000; 0.19 M/s). Where threads outnumber
-/// cores the budget stays the spin time: a spinning waiter would only take a core from the
-/// thread it waits for.
+/// contended acquisition to a thread that needs a futex wake, and a queue of them parks all the
+/// more, since every waiter then waits longer (docs/DESIGN.md, "Decision record: uncrowded
+/// waiters spin longer"). Where threads outnumber cores the budget stays the spin time: a
+/// spinning waiter would only take a core from the thread it waits for.
 pub(crate) const WAIT_PER_CPU_NS: u64 = 2_000;
 
 /// How long a waiter whose core is not crowded spins before it parks: the spin time plus
@@ -68,9 +65,8 @@ fn cpus() -> usize {
 /// Whether a queue head may mark its successor `NEXT` (see `LockWord::acquire_as_head`): the
 /// holder, the head and the marked successor then all run at once, which needs 3 CPUs, and a
 /// core that is not crowded ([`crowded`]). On 2 CPUs a marked successor spins on the core the
-/// holder needs whenever anything else runs: measured on the 2-core machine, `locktorture
-/// --workload hammer` at 32 threads made 0.71-0.83x parking_lot's throughput with marking
-/// (median of 5), and `counter` at 32 threads a `max_min` of 48-50 against parking_lot's 1.4.
+/// holder needs whenever anything else runs (docs/DESIGN.md, "Decision record: marking needs 3
+/// CPUs").
 /// Never crowded under loom, which explores the marking paths.
 pub(crate) fn may_mark() -> bool {
     (EXHAUSTIVE || cpus() >= 3) && !crowded()
@@ -93,8 +89,9 @@ pub(crate) fn may_mark_hint() -> bool {
             .unwrap_or(false)
 }
 
-/// The largest backoff step: batches of `2^MAX_STEP` spins (64 `pause`s, 0.3 to 3 µs depending
-/// on the CPU; a cap of 8, parking_lot's, cost a third of the 2-thread throughput here).
+/// The largest backoff step: batches of `2^MAX_STEP` spins (64 `pause`s, whose time depends on
+/// the CPU); parking_lot's larger cap slowed the head's handoffs (docs/DESIGN.md, "Decision
+/// record: head backoff").
 const MAX_STEP: u32 = 6;
 /// Spins between two clock reads.
 const CHECK_EVERY: u32 = 64;
@@ -228,8 +225,9 @@ impl SpinBudget {
     }
 }
 
-/// A `sched_yield` that returns within this found nobody else to run: 0.2 µs on the
-/// development machine alone, 1.1-2.4 µs with 2-8 other yielding threads on its 2 cores.
+/// A `sched_yield` that returns within this found nobody else to run: a yield alone is a
+/// fraction of this, a yield to another thread well above it (docs/DESIGN.md, "Decision
+/// record: a crowded verdict that stands").
 pub(crate) const ALONE_YIELD_NS: u64 = 1000;
 
 /// How long a "not crowded" verdict stands before a thread times a yield again; a "crowded"
@@ -238,19 +236,12 @@ pub(crate) const ALONE_YIELD_NS: u64 = 1000;
 const CROWDED_RECHECK_NS: u64 = 1_000_000;
 
 /// The longest a "crowded" verdict stands. On a crowded core the timed yield is no longer
-/// 0.2 µs: the scheduler runs the other threads first, often for a whole time slice. With six
-/// CPU-bound threads beside a two-thread `locktorture --workload pc` on the 2-core development
-/// machine, waiters that timed a yield every 1 ms (the verdict being older at nearly every
-/// wait) waited 1.2-3.7 ms on average for a CPU after each wake-up (`perf sched latency`), and
-/// the locks moved 140-370 messages a second against parking_lot's 40,000-100,000; with this
-/// cap (and [`core_is_free`]), medians of 7 invocations 19,600-59,200 (parking_lot 52,500).
-/// Without other load, 32 threads (`counter`, `hammer`, medians of 4 invocations;
-/// BENCHMARKS.md, "A crowded verdict that stands"): with a 1 ms hold the locks
-/// made 1.14-1.19x parking_lot on `counter` with a `max_min` of 29-63 (parking_lot's 1.9);
-/// capped at 8, 32 or 128 ms, 0.89-1.09x with a `max_min` of 1.5-8.1. At this cap a thread on
-/// a core that stays crowded spends at most one time slice in 128 ms on the test, and one whose
-/// core frees up spins again within 128 ms (until then it parks at once, as a crowded waiter
-/// does).
+/// cheap: the scheduler runs the other threads first, often for a whole time slice, so a
+/// verdict renewed every millisecond costs a crowded thread a time slice per millisecond. At
+/// this cap a thread on a core that stays crowded spends at most one time slice in 128 ms on
+/// the test, and one whose core frees up spins again within 128 ms (until then it parks at
+/// once, as a crowded waiter does). Why 128 ms: docs/DESIGN.md, "Decision record: a crowded
+/// verdict that stands".
 const CROWDED_MAX_HOLD_NS: u64 = 128_000_000;
 
 /// A verdict: crowded or not, when it was made (0: never), and how many crowded verdicts in a
@@ -308,9 +299,8 @@ pub(crate) fn note_yield(took_ns: u64, now: u64) {
 /// waiter may be preempted, so that marking a successor (which then spins without parking) and
 /// reserving the lock for it (so that nobody else can take it) could hold the lock up for a
 /// time slice. The verdict of the last timed yield while it stands (1 ms for "not crowded",
-/// 1 to 128 ms for "crowded", see [`CROWDED_MAX_HOLD_NS`]), else a new timed yield (about
-/// 0.2 µs alone). Never under loom, which explores the marking paths; always in a thread-local
-/// destructor (no marking there).
+/// 1 to 128 ms for "crowded", see [`CROWDED_MAX_HOLD_NS`]), else a new timed yield. Never under
+/// loom, which explores the marking paths; always in a thread-local destructor (no marking there).
 pub(crate) fn crowded() -> bool {
     if EXHAUSTIVE {
         return false;
@@ -346,11 +336,10 @@ fn timed_yield(now: u64) -> bool {
 /// Whether this thread's core is free to spin on, for a waiter about to sleep (the condition
 /// variable's): a timed yield now, as [`crowded`] makes, unless crowding is *established* (the
 /// last two or more verdicts in a row said crowded, and the last one still stands): then no
-/// yield at all. A fresh test at every wait is what a free core wants (0.2 µs; a standing verdict
-/// let one false "crowded" make a waiter park at every wait for a millisecond: criterion's
-/// `condvar_pingpong/hq` took 12-20 µs a round trip that way, 1.2-4.3 µs with a fresh test,
-/// parking_lot 29-32 µs), and no test at all is what a crowded core wants (there each timed
-/// yield cost a time slice: see [`CROWDED_MAX_HOLD_NS`]).
+/// yield at all. A fresh test at every wait is what a free core wants (a standing verdict lets
+/// one false "crowded" make a waiter park at every wait for a millisecond), and no test at all
+/// is what a crowded core wants (there each timed yield costs a time slice: see
+/// [`CROWDED_MAX_HOLD_NS`]; docs/DESIGN.md, "Decision record: a crowded verdict that stands").
 pub(crate) fn core_is_free() -> bool {
     if EXHAUSTIVE {
         return false;

@@ -2,7 +2,9 @@
 //! series), on the crate's queue-lock core.
 //!
 //! ```text
-//! lock word  [ LOCKED | PARKED | NO_STEAL | FAIR ]       (LockWord, 4 bytes)
+//! lock word  bits 0-4:   LOCKED | PARKED | NO_STEAL | FAIR | HANDED      (LockWord, 4 bytes)
+//!            bit 5:      LOCAL, with the holder's node in bits 6-10 (a local handoff)
+//!            bits 11-31: the proxy's index while a handoff is deferred (0: none)
 //! tail       index of the last waiter in the main queue  (4 bytes)  -> 8 bytes in all
 //!
 //! main queue:       head(node A) -> A -> A -> B ... -> tail
@@ -42,21 +44,18 @@
 //!     node head, with no payload (the preferred node changes);
 //!   - otherwise make the successor head, handing it the secondary queue.
 //!
-//! Deferred handoff (ours, after the cohort locks; `RawHq` does the same): choosing the next
-//! head when we *take* the lock comes a moment after the previous holder of our node, often
-//! the only other local waiter, released it, and before it could queue again; by the end of
-//! our critical section it usually has. So instead of handing the lock to another node, the
-//! head leaves a **proxy** node in its place at the head of the queue (its thread's second node,
-//! `qnode::take_proxy`), carrying our node id and the secondary queue in the proxy's `HEAD`
-//! status, and records the proxy's index in the lock word's upper bits. `unlock` (by whichever
-//! thread releases the lock; its `fetch_sub` returns the index, and the recorded bits keep the
-//! lock held until it is done) reorders from the proxy and chooses the next head by the rules
-//! above (never deferring again), then gives the proxy back and frees the lock. While the proxy
-//! is the tail, arrivals link behind it like behind any waiter; nobody waits on its status.
-//! The holder still owns no node, so nested locking and guards moved to other threads work as
-//! for every lock; a second CNA lock held while the proxy is busy simply does not defer. On a
-//! one-node machine no successor is ever remote and no secondary queue exists: CNA never
-//! defers and behaves as MCS.
+//! Deferred handoff (ours; `RawHq` does the same; why: docs/DESIGN.md, "Deferred handoffs"):
+//! instead of handing the lock to another node when it takes the lock, the head leaves a **proxy**
+//! node in its place at the head of the queue (its thread's second node, `qnode::take_proxy`),
+//! carrying our node id and the secondary queue in the proxy's `HEAD` status, and records the
+//! proxy's index in the lock word's upper bits. `unlock` (by whichever thread releases the lock;
+//! its `fetch_sub` returns the index, and the recorded bits keep the lock held until it is done)
+//! reorders from the proxy and chooses the next head by the rules above (never deferring again),
+//! then gives the proxy back and frees the lock. While the proxy is the tail, arrivals link behind
+//! it like behind any waiter; nobody waits on its status. The holder still owns no node, so nested
+//! locking and guards moved to other threads work as for every lock; a second CNA lock held while
+//! the proxy is busy simply does not defer. On a one-node machine no successor is ever remote and
+//! no secondary queue exists: CNA never defers and behaves as MCS.
 //!
 //! Shuffle reduction: with no secondary queue, the head reorders only with probability 1/128,
 //! which keeps light contention as cheap as MCS; once a secondary queue exists, or two or more
@@ -113,14 +112,9 @@ const SHUFFLE_ONE_IN: u32 = 128;
 /// After this many reordering walks in a row that found no waiter of its node, a thread stops
 /// reordering on queue length alone (see `lock_as_head`) until a walk finds one again.
 ///
-/// Measured in numa_sim (`counter`, default tunables, 4 threads): with one thread per node
-/// (`x5-4`, `kunpeng920`) every walk is barren, and with two per socket (`epyc-2s`) most are,
-/// the other local thread being the one that just released. Reading the waiters' lines just
-/// before one of them is handed the lock cost CnaMutex 7-18% against McsMutex (0.89x, 0.93x,
-/// 0.82x); with the limit, 1.00x, 1.09x and 1.05x (on `epyc-2s` with 49% remote handoffs
-/// instead of 5%). At 16 threads and more the walks find local waiters and nothing changes (within 1%
-/// on `counter`). Limits of 2 and 4 also cut walks that pay at 6-8 threads (`kunpeng920`,
-/// 6 threads, limit 4: -56%); 8 does not.
+/// Why: with one or two threads per node most walks are barren, and reading the waiters' lines
+/// just before one of them is handed the lock only costs; smaller limits also cut walks that
+/// pay (docs/DESIGN.md, "Decision record: CNA barren walks").
 const BARREN_WALKS_LIMIT: u32 = 8;
 
 /// Where the head's reordering walk stands (it resumes there while the lock stays busy).
@@ -405,15 +399,14 @@ impl RawCna {
             next = wait_for_next(&my.next);
         }
         // Our successor's node matters only with a secondary queue (to defer or flush); without
-        // one, reading it would add a remote miss to the handoff for nothing (numa_sim,
-        // `epyc-2s`, 2 threads: 0.95x -> 0.99x McsMutex).
+        // one, reading it would add a remote miss to the handoff for nothing.
         let next_is_remote =
             secondary != 0 && !same_node(node(next).numa.load(Ordering::Relaxed), numa);
         // Defer only while we hold a secondary queue: it shows that waiters of our node were
         // queued behind remote ones lately, so one may well re-queue during our critical
         // section. Without one (say, one thread per node), deferring only moves the handoff's
-        // remote transfer into the critical path: measured in numa_sim on x5-4 with 4 threads
-        // (one per socket), CNA went from 0.90x to 1.13x McsMutex (BENCHMARKS.md).
+        // remote transfer into the critical path (docs/DESIGN.md, "Decision record: CNA
+        // deferred handoff").
         if next_is_remote
             && may_defer
             && let Some(proxy) = qnode::take_proxy()
@@ -517,10 +510,9 @@ impl RawCna {
 }
 
 /// Whether two waiters' places (`QNode::numa`) are on one NUMA node. CnaMutex keeps handoffs
-/// within a node, not within a cache domain: measured in numa_sim (`epyc-2s`, `counter`, 16 and
-/// 32 threads, seeds 1-2), preferring the holder's domain left one or two threads per domain
-/// trading the lock while the rest waited out the flush threshold: fairness factor 0.79-0.91 and
-/// `max_min` 8-24, against 0.56-0.62 and 1.6-2.7 per node.
+/// within a node, not within a cache domain: preferring the holder's domain leaves one or two
+/// threads per domain trading the lock while the rest wait out the flush threshold
+/// (docs/DESIGN.md, "Decision record: HQ cache domains").
 #[inline]
 fn same_node(a: u64, b: u64) -> bool {
     qnode::place_node(a) == qnode::place_node(b)

@@ -2,7 +2,8 @@
 //! qspinlock shape), on the crate's queue-lock core.
 //!
 //! ```text
-//! lock word  [ LOCKED | PARKED | NO_STEAL | FAIR ]            (LockWord, 4 bytes)
+//! lock word  bits 0-4: LOCKED | PARKED | NO_STEAL | FAIR | HANDED   (LockWord, 4 bytes; bits
+//!            11-31 hold 1 while a handoff is deferred; LOCAL, bits 5-10, is CnaMutex's)
 //! fifo_tail  index of the last entry of the node FIFO, 0 = none  (4 bytes)
 //! queues     -> NodeQueues, null until contention is sustained   (8 bytes)   -> 16 bytes in all
 //!
@@ -17,10 +18,10 @@
 //!
 //! There are two kinds of **FIFO entries**: a *representative* (`R`), the first waiter of the
 //! local queue of its slot (its place: NUMA node and cache domain, see `NodeQueues::slot_of`), and
-//! a *flat waiter* (`W`), which joined the FIFO directly and has no local queue. The **head** (the only thread that waits on the lock word)
-//! is always the FIFO's front entry. Waiters behind a representative in its local queue touch
-//! only their slot's tail word when they arrive: the FIFO, and the lock word, see one entry per
-//! waiting node.
+//! a *flat waiter* (`W`), which joined the FIFO directly and has no local queue. The **head** (the
+//! only thread that waits on the lock word) is always the FIFO's front entry. Waiters behind a
+//! representative in its local queue touch only their slot's tail word when they arrive: the FIFO,
+//! and the lock word, see one entry per waiting node.
 //!
 //! # Modes
 //!
@@ -41,37 +42,36 @@
 //!
 //! # Cache domains
 //!
-//! Where a NUMA node holds several L3 domains (AMD's CCXs: a transfer within one costs about a
-//! fifth of one between two of a socket), a local queue may serve one domain rather than one
-//! node. Per-domain queues pay only when a domain has several waiting threads, so a lock starts
-//! per node (`coarse`), goes per domain when a node's turn runs to its limit with waiters of the
-//! node left, and back to per node when per-domain turns are barren (then stays so for
+//! Where a NUMA node holds several L3 domains, a local queue may serve one domain rather than one
+//! node (why: docs/DESIGN.md, "HqMutex: a queue per node and a FIFO of nodes"). A lock starts per
+//! node (`coarse`), goes per domain when a node's turn runs to its limit with waiters of the node
+//! left, and back to per node when per-domain turns are barren (then stays so for
 //! [`FLAT_FOR_NS`]). Only holders switch, and any slot an arrival computes is correct: every
 //! waiter records the slot it queued in (`QNode::hq_slot`), and leaves through that one. On
 //! machines with one domain per node, nothing of this is ever read.
 //!
-//! Each level has its own turn limit: a node's turn (per-node queues) ends after
-//! `tunables::hq_local_handoffs()` local handoffs, a domain's (per-domain queues) after
-//! `tunables::hq_domain_handoffs()`; an arrival notes which kind of slot it computed
-//! (`Local::per_domain`), and its turn uses that limit. A waiter waits for the turns of every
-//! slot ahead of it in the FIFO, and a node holds up to 12 domains where a machine has 2 nodes:
-//! domain turns must be shorter than node turns to bound that wait (see
-//! `tunables::DEFAULT_HQ_DOMAIN_HANDOFFS`). Nodes get no turn of their own above their
-//! domains': the FIFO serves slots in arrival order, one turn per waiting slot and round,
-//! whatever its node.
+//! Each level has its own turn limit: a node's turn ends after `tunables::hq_local_handoffs()`
+//! local handoffs, a domain's after `tunables::hq_domain_handoffs()`; an arrival notes which kind
+//! of slot it computed (`Local::per_domain`), and its turn uses that limit. The FIFO serves slots
+//! in arrival order, one turn per waiting slot and round, whatever its node.
 //!
 //! # States
 //!
-//! | word (who writes)                     | value                     | meaning                                   |
-//! |---------------------------------------|---------------------------|-------------------------------------------|
-//! | `fifo_tail` (arrivals, head)          | 0                         | nobody waits (the holder may still run)   |
-//! |                                       | `i`                       | entry `i` is the last of the FIFO         |
-//! | `queues` (holder)                     | null / pointer            | no per-node state yet / allocated, freed in `drop` |
-//! | `mode` (holder)                       | `FLAT` / `HIERARCHICAL`   | arrivals join the FIFO / their local queue |
-//! | `tail(s)` (arrivals, head)            | 0                         | no waiter of slot `s` in a local queue    |
-//! |                                       | `i`                       | waiter `i` is the last of slot `s`'s queue |
-//! | `deferred` (holder, claimer, unlock)  | 0                         | no deferred handoff                       |
-//! |                                       | `front \| count << 32 \| streak << 51 \| s << 56` | the holder (`count` local handoffs into its node's turn, carrying `streak`) kept the FIFO front `front` waiting: a representative of slot `s` arriving during the critical section may take headship ahead of it with `count + 1`; otherwise `unlock` makes `front` head, and at `count = 0` the turn was barren (see [`Deferral`]) |
+//! Each word (who writes it): its values and what they mean.
+//!
+//! - `fifo_tail` (arrivals, head): 0, nobody waits (the holder may still run); `i`, entry `i` is
+//!   the last of the FIFO;
+//! - `queues` (holder): null, no per-node state yet; a pointer, allocated, freed in `drop`;
+//! - `mode` (holder): `FLAT`, arrivals join the FIFO; `HIERARCHICAL`, arrivals join their local
+//!   queue;
+//! - `tail(s)` (arrivals, head): 0, no waiter of slot `s` in a local queue; `i`, waiter `i` is the
+//!   last of slot `s`'s queue;
+//! - `deferred` (holder, claimer, unlock): 0, no deferred handoff; or
+//!   `front | count << 32 | streak << 51 | s << 56`: the holder (`count` local handoffs into its
+//!   node's turn, carrying `streak`) kept the FIFO front `front` waiting: a representative of slot
+//!   `s` arriving during the critical section may take headship ahead of it with `count + 1`;
+//!   otherwise `unlock` makes `front` head, and at `count = 0` the turn was barren (see
+//!   [`Deferral`]).
 //!
 //! The `HEAD` payload (see `qnode::status`) is `count | streak << 24`: `count` is the number of
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`); for a
@@ -102,7 +102,8 @@
 //!    *local handoff*). If `prev == 0` we are the slot's representative: first try to claim a
 //!    deferred handoff of our slot (`deferred: d → 0` by CAS; we then stand before `front` in
 //!    the FIFO and are head at once), else join the FIFO as in 2;
-//! 4. as head: pre-wake the likely next head, then spin/park on the lock word until we take it
+//! 4. as head: a flat waiter premarks the likely next head as McsMutex does (`premark`), a
+//!    representative wakes it early if it sleeps; then spin/park on the lock word until we take it
 //!    (`(*, *, free) → (*, *, LOCKED)`, which returns whether the last unlock was fair).
 //!
 //! Leaving the queues (`pass_headship`, run by the new holder, which owns the lock), with
@@ -134,11 +135,9 @@
 //!      word is freed, so exactly one of them wins), then clears the mark;
 //!    - otherwise `F` becomes head with count 0.
 //!
-//! Without deferral the local successor would be chosen when the holder *acquires*, a moment
-//! after its predecessor (often the only other thread of the node) released the lock and before
-//! that thread could queue again: with few threads per node nearly every handoff would leave
-//! the node. Deferral moves the choice to the end of the critical section, as in a cohort lock,
-//! while the holder still owns no queue node (`unlock` reads only the lock's own state).
+//! Deferral moves the choice of the next head to the end of the critical section while the
+//! holder still owns no queue node (`unlock` reads only the lock's own state); why:
+//! docs/DESIGN.md, "Deferred handoffs".
 //!
 //! # Timed acquisition
 //!
@@ -225,14 +224,10 @@ struct Deferral {
     /// a claimer's count is one more. At 0 (the turn's first acquisition) an unclaimed deferral
     /// leaves a barren turn behind.
     ///
-    /// Deferring at a turn's first acquisition too, measured in numa_sim (HqMutex / McsMutex,
-    /// three presets x four workloads x 2-64 threads x seeds 1-3): `counter` +2.0%
-    /// (`kunpeng920`) and +2.9% (`x5-4`) in geometric mean, everything else within 0.6%. Nodes
-    /// with two threads keep their turns instead of ending them after one or two acquisitions:
-    /// `kunpeng920` 7 threads, seeds 1-6, 0.84-1.78 (half the seeds in a slow regime) ->
-    /// 1.72-2.00; `x5-4` 5 threads 0.72-0.79 -> 0.78-1.95. The cost: `locktorture` at 5-7
-    /// threads, -3% to -8%. Without counting an unclaimed one as barren, one thread per node
-    /// never went flat (`kunpeng920` 4 threads 0.94 -> 0.75).
+    /// Why defer at a turn's first acquisition too: nodes with two threads then keep their turns
+    /// instead of ending them after one or two acquisitions; counting an unclaimed deferral as
+    /// barren is what still lets one thread per node go flat (docs/DESIGN.md, "Decision record:
+    /// HQ barren turns").
     count: u32,
     /// The streak the holder carried (see [`BARREN_WEIGHT`]), 5 bits.
     streak: u32,
@@ -281,11 +276,9 @@ const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
 /// flat: after [`BARREN_TURNS`] barren turns in a row, or sooner or later whenever barren turns
 /// come at more than one per `BARREN_WEIGHT` local handoffs.
 ///
-/// Counting only barren turns in a row, measured in numa_sim (`counter`, seeds 1-3), a lock
-/// whose nodes have one or two threads stayed hierarchical because the two-thread nodes' turns
-/// broke every run: `kunpeng920` 5 threads ran at 0.68-0.84x McsMutex (4,997 barren turns
-/// against 1,666 local handoffs in 10 ms, and 61 of 6,724 deferrals claimed), 6 threads at
-/// 0.81-0.87x (2,961 against 2,958).
+/// Why a score rather than barren turns in a row: with nodes of one or two threads, the
+/// two-thread nodes' turns broke every run, and such a lock stayed hierarchical where flat is
+/// faster (docs/DESIGN.md, "Decision record: HQ barren turns").
 const BARREN_WEIGHT: u32 = 2;
 
 /// Barren turns in a row after which a hierarchical lock goes back to flat (see
@@ -299,11 +292,9 @@ const FLAT_FOR_NS: u64 = 10_000_000;
 /// While a lock is flat after barren turns, how many of the checks that would look at the flat
 /// window (one in [`HIERARCHICAL_AFTER`] contended handoffs) are skipped after one that found it
 /// still open: the count travels in the flat heads' payloads, so the window is looked at once in
-/// 2,048 contended handoffs (every 0.2-2 ms under contention), not once in 8. Each look reads
-/// the per-node state's address on the lock's line, which arrivals keep taking away, and the
-/// clock: in numa_sim (`kunpeng920`, `counter`, 4 threads, one per node) those looks cost
-/// HqMutex 4-6% against a lock that never looks (seeds 1-6: 0.86-1.01x McsMutex, against
-/// 0.92-1.05x).
+/// 2,048 contended handoffs, not once in 8. Each look reads the per-node state's address on the
+/// lock's line, which arrivals keep taking away, and the clock (docs/DESIGN.md, "Decision
+/// record: HQ barren turns").
 const FLAT_CHECKS_SKIPPED: u32 = 255;
 
 /// The streak a local handoff hands on: one less in the barren score (see [`BARREN_WEIGHT`]).
@@ -321,9 +312,7 @@ const fn kept_local(streak: u32) -> u32 {
 /// known, as from `unlock`'s deferred handoff or a waiter of a local queue), and above them
 /// [`CROSSED`]. A flat lock turns hierarchical only if one of the contended handoffs of its streak
 /// crossed nodes: with every waiter on one node the per-node queues could keep nothing more local
-/// than the plain queue does, and only cost. Measured in numa_sim (`counter`, every thread on one
-/// node with `numasim --placement packed`): HqMutex that went hierarchical ran at 5.08 M/s on the
-/// Kunpeng 920 with 8 and 24 threads, against 5.78 for McsMutex and 5.76 for HqMutex kept flat.
+/// than the plain queue does, and only cost (docs/DESIGN.md, "Decision record: HQ barren turns").
 const FROM_SHIFT: u32 = 8;
 const SKIP_MASK: u32 = (1 << FROM_SHIFT) - 1;
 const FROM_MASK: u32 = 0x7f;
@@ -404,7 +393,8 @@ struct Until {
 /// The line of [`NodeQueues`] every arrival reads: written once when the state is made, and then
 /// only `mode`, on a mode change.
 struct Arrivals {
-    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change only.
+    /// `FLAT` or `HIERARCHICAL`. Read by every arrival, written by the holder on a mode change
+    /// only.
     mode: AtomicU32,
     /// 1 while the local queues are per NUMA node rather than per cache domain (see
     /// [`NodeQueues::coarsen`] and [`NodeQueues::refine`]): where nodes have several cache
@@ -506,18 +496,13 @@ impl NodeQueues {
     }
 
     /// A node's turn ran to its limit with waiters of the node left: enough threads per node that
-    /// per-domain queues may keep handoffs within a cache domain. Holders only.
-    ///
-    /// Measured in numa_sim (`epyc9654-2s`, one CCX per 8 cores, seeds 1-2): with 16 threads
-    /// (one per CCX) per-node queues make `kv` 1.60 M/s and per-domain ones 1.14-1.17; with 32,
-    /// per-domain ones make `counter` 1.68-1.72 against 1.37-1.38.
+    /// per-domain queues may keep handoffs within a cache domain (with one thread per domain
+    /// they only cost). Holders only.
     ///
     /// Called whether the turn passes to another slot's waiter or, with nobody of another slot
-    /// in the FIFO, starts again for the same node. Before the second case called it, a lock
-    /// whose waiters were all on one node refined only by chance (a flat waiter left in the
-    /// FIFO when a turn ended), and on one `epyc-2s` node 32 threads ran per node: `counter`
-    /// 2.00 M/s, 1.00x `cna-kernel`; refined, 4.32 M/s, 2.16x (`--placement packed`, seeds
-    /// 1-3; BENCHMARKS.md, "HqMutex on one node of an AMD server").
+    /// in the FIFO, starts again for the same node: otherwise a lock whose waiters are all on
+    /// one node would refine only by chance (docs/DESIGN.md, "Decision record: HQ cache
+    /// domains").
     fn refine(&self) {
         let a = &*self.arrivals;
         // Relaxed: see `Arrivals::coarse`. A plain load first: a per-domain lock never writes.
@@ -722,10 +707,9 @@ impl RawHq {
     /// Before the lock is freed, once the release found the deferral's mark in the lock word
     /// (see `LockWord::unlock`): if no arrival claimed the deferred handoff, make the FIFO
     /// front it kept waiting head. Nothing but the lock word's release is touched when nothing
-    /// was deferred: reading `queues` and `deferred` on every unlock cost 18-40% of the
-    /// throughput at 2-4 threads in numa_sim (kunpeng920, counter workload: 1.60 against
-    /// 1.95 M/s at 2 threads, 0.95 against 1.58 at 4), because it widened the window in which a
-    /// waiting thread's look takes the lock's line away before the unlock.
+    /// was deferred: reading `queues` and `deferred` on every unlock widened the window in which
+    /// a waiting thread's look takes the lock's line away before the unlock (docs/DESIGN.md,
+    /// "Decision record: one RMW to release").
     #[cold]
     fn hand_deferred(&self) {
         let Some(queues) = self.queues() else { return };
@@ -840,15 +824,9 @@ impl RawHq {
         // McsMutex does: it marks its successor at once (`premark`) and leaves the lock open
         // when it makes that successor head (`Handoff::Open`). A waiter of a local queue wakes
         // its likely successor early if it sleeps, and reserves the lock for a marked one
-        // (`Handoff::Reserved`): premarked with that reservation every handoff went strictly
-        // first-come (`freelist` at 16-72 threads on the `x5-4` fell from 3.8x to 1.2x
-        // `cna-kernel`, `lockbench` from 3.6x to 1.4x), and open it sent 3.1% of the
-        // `epyc9654-2s` `counter` handoffs across sockets and let `kv` at 96 threads wait 614 us
-        // at p99 on the `kunpeng920` (numa_sim, seed 1; BENCHMARKS.md, "Heads that premark").
-        // Flat, with one thread per socket of the `x5-4` (4 threads), HqMutex went from
-        // 0.81-0.90x to 0.99-2.10x `cna-kernel` on `counter`, `kv` and `locktorture`, and from
-        // 2.0-2.4x to 3.0-3.7x on `freelist` and `lockbench` (seeds 1-3; BENCHMARKS.md, "A flat
-        // HqMutex hands off as McsMutex does").
+        // (`Handoff::Reserved`): premarked with that reservation every handoff goes strictly
+        // first-come, and left open it lets arrivals of other nodes in (docs/DESIGN.md,
+        // "Decision record: heads premark").
         let first = likely();
         let open = local.is_none();
         let premarked = if open {
@@ -1210,9 +1188,9 @@ impl RawHq {
         }
     }
 
-    /// The barren score reached its bound (see [`BARREN_WEIGHT`]): the per-node queues keep little
-    /// local (measured in numa_sim, kunpeng920 counter workload: HqMutex with one thread on each of
-    /// 4 nodes ran at 0.73x McsMutex hierarchical, 1.0x flat). Flat for [`FLAT_FOR_NS`].
+    /// The barren score reached its bound (see [`BARREN_WEIGHT`]): the per-node queues keep
+    /// little local, and flat is faster then (docs/DESIGN.md, "Decision record: HQ barren
+    /// turns"). Flat for [`FLAT_FOR_NS`].
     fn go_flat(&self, queues: &NodeQueues) {
         if self.switch_after() == 0 {
             return; // models of an always-hierarchical lock

@@ -1,8 +1,9 @@
 //! `RawMcs`: the MCS queue lock in the qspinlock shape, with spin-then-park waiting.
 //!
 //! ```text
-//! lock word  [ LOCKED | PARKED | NO_STEAL | FAIR ]   (see LockWord)
-//! tail       index of the last waiter's QNode, 0 = no waiter
+//! lock word  bits 0-4: LOCKED | PARKED | NO_STEAL | FAIR | HANDED     (LockWord, 4 bytes; its
+//!            LOCAL bits 5-10 and proxy bits 11-31 belong to CnaMutex and HqMutex, unused here)
+//! tail       index of the last waiter's QNode, 0 = no waiter        (4 bytes)  -> 8 bytes in all
 //!
 //!   holder        head (spins/parks on the lock word)   waiter -> waiter -> ... -> tail
 //! ```
@@ -12,7 +13,8 @@
 //! 2. steal (slow path, if stealing is on and nobody is owed the lock): `(*, free) → (*, LOCKED)`;
 //! 3. enqueue: `(prev, *) → (me, *)` by swapping the tail; if `prev != 0` link `prev.next = me`
 //!    and wait (spin, then park on `me.status`) until `prev` makes us head;
-//! 4. as head: pre-wake our successor, then spin/park on the lock word until we take it;
+//! 4. as head: premark our successor (mark it `NEXT`, or wake it early where heads may not
+//!    mark; see `premark`), then spin/park on the lock word until we take it;
 //! 5. leave the queue: `(me, LOCKED) → (0, LOCKED)` by CAS if we are still the tail, otherwise
 //!    wait for our successor to link and make it head. The holder then owns no queue node, so
 //!    `unlock` is a single `fetch_sub` on the lock word.

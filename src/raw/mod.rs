@@ -1,6 +1,7 @@
 //! The raw locks, and the queue-lock core they share.
 //!
-//! Every lock here has the qspinlock shape (DESIGN §1): a 32-bit **lock word** (`LockWord`,
+//! Every lock here has the qspinlock shape (docs/DESIGN.md, "The lock word" and "The queue
+//! node"): a 32-bit **lock word** (`LockWord`,
 //! the futex word the queue head waits on) plus one or more **queues of waiters** built from
 //! per-thread `QNode`s named by 32-bit indices. The locks differ only in how they queue and
 //! in whom the queue head passes headship to; the lock word, waiting, parking, stealing and
@@ -32,17 +33,23 @@ use crate::wait::{self, SpinBudget};
 /// The lock word: a futex word holding the lock bit and the flags that coordinate the queue head
 /// with lockers and unlockers. The queue tail lives in a separate word of each lock.
 ///
-/// | bits                          | meaning                                                        |
-/// |-------------------------------|----------------------------------------------------------------|
-/// | `0`                           | free; stealing allowed                                         |
-/// | `LOCKED`                      | held                                                           |
-/// | `LOCKED \| PARKED`            | held; the queue head sleeps on this word: the unlock must wake it |
-/// | `NO_STEAL` (with any of the above) | the queue head is owed the lock: arrivals must queue      |
-/// | `FAIR \| NO_STEAL` (± `LOCKED`, `PARKED`) | set by `unlock_fair`: the head's next handoff is fair |
-/// | `HANDED \| NO_STEAL` (± `LOCKED`, `FAIR`) | the holder made its marked successor head with a reserved lock (HqMutex, or stealing off); the reservation is that head's alone, and it takes the free lock with a plain store |
-/// | `LOCAL \| node << LOCAL_NODE_SHIFT` (± `LOCKED`, `PARKED`) | CnaMutex's holder made its marked successor of node `node` head: only arrivals of that node may take the free lock before that head |
-/// | `LOCKED \| proxy << PROXY_SHIFT` | held; the holder deferred its handoff: CNA left the proxy node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder writes these bits) |
-/// | `proxy << PROXY_SHIFT` (± flags) | still held (`HELD`): the unlocker has released `LOCKED` and is making the deferred handoff |
+/// - `0`: free; stealing allowed;
+/// - `LOCKED`: held;
+/// - `LOCKED | PARKED`: held; the queue head sleeps on this word: the unlock must wake it;
+/// - `NO_STEAL` (with any of the above): the queue head is owed the lock: arrivals must queue;
+/// - `FAIR | NO_STEAL` (± `LOCKED`, `PARKED`): set by `unlock_fair`: the head's next handoff is
+///   fair;
+/// - `HANDED | NO_STEAL` (± `LOCKED`, `FAIR`): the holder made its marked successor head with a
+///   reserved lock (HqMutex, or stealing off); the reservation is that head's alone, and it takes
+///   the free lock with a plain store;
+/// - `LOCAL | node << LOCAL_NODE_SHIFT` (± `LOCKED`, `PARKED`): CnaMutex's holder made its marked
+///   successor of node `node` head: only arrivals of that node may take the free lock before that
+///   head;
+/// - `LOCKED | proxy << PROXY_SHIFT`: held; the holder deferred its handoff: CNA left the proxy
+///   node `proxy` in the queue, HQ marks a deferral in its per-node state with 1 (only the holder
+///   writes these bits);
+/// - `proxy << PROXY_SHIFT` (± flags): still held (`HELD`): the unlocker has released `LOCKED` and
+///   is making the deferred handoff.
 ///
 /// `NO_STEAL` is set only while a queue head exists or is being made (so someone will clear it).
 ///
@@ -114,14 +121,9 @@ const HANDED: u32 = 16;
 /// `pause` costs 10 to 140 cycles depending on the CPU.
 ///
 /// Why: with two threads on two cores, a waiter that queues and parks makes every unlock of the
-/// running thread pay a futex wake. Measured with `locktorture`, 2 threads on the 2-core
-/// development machine, ratio to parking_lot in the same invocation, 4 invocations alternating
-/// with the build before: without the phase 0.65-1.08x (all four workloads), with it, looking
-/// after batches of 16, 32, then 64 `pause`s, 0.88-1.61x, and looking only halfway and at the
-/// end (see `pause_phase`) 1.06-1.68x. Without the yield test, 8 and 32 threads on the same 2
-/// cores fell to 0.65-0.85x in many runs. On several nodes the phase is left out: in numa_sim
-/// it let arrivals from any node take turns ahead of the queue, and HqMutex's fairness at 32
-/// threads on the X5-4 went from 0.54 to 0.64 (BENCHMARKS.md, "The arrivals' spin").
+/// running thread pay a futex wake; the yield test keeps the phase away from crowded cores. On
+/// several nodes the phase is left out: it lets arrivals from any node take turns ahead of the
+/// queue (docs/DESIGN.md, "Decision record: the arrivals' spin").
 const STEAL_TRIES: u32 = 10;
 const STEAL_SPINS: u32 = 3;
 /// `pause`s between two clock reads of the pause phase.
@@ -137,10 +139,10 @@ const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// a stealer's CAS), and so does `clear_reservation`.
 ///
 /// Why: an open handoff (McsMutex's, [`Handoff::Open`]) lets the holder re-take the lock, but
-/// until the new head's CAS, arrivals of every node took it through the fast path: CnaMutex sent
-/// 4.4% of its `counter` handoffs across sockets at 32 threads on the `x5-4` (numa_sim, seed 1;
-/// issue 25 allows 2%). With `LOCAL`: 1.1%, at the same throughput. A reservation for the head
-/// alone ([`Handoff::Reserved`]) costs the holder's re-takes (see `hand_to_marked`).
+/// until the new head's CAS, arrivals of every node could take it through the fast path and
+/// send the lock across sockets; a reservation for the head alone ([`Handoff::Reserved`])
+/// costs the holder's re-takes (see `hand_to_marked`; docs/DESIGN.md, "Decision record: local
+/// handoffs").
 const LOCAL: u32 = 32;
 /// The node of a [`LOCAL`] reservation: bits 6-10 (nodes 0-31; a holder on a node above gets no
 /// `LOCAL`).
@@ -187,8 +189,8 @@ impl LockWord {
 
     /// Takes a free word `s` with a [`LOCAL`] reservation if it names this thread's node: the
     /// holder's own re-take, most often. Without this, the re-take cost a failed fast path, a
-    /// load and a CAS, each a transfer of the line whenever the new head's looks had taken it:
-    /// CnaMutex on `kv` at 4 threads (one per socket, `x5-4`) went from 1.94 to 1.01 M/s.
+    /// load and a CAS, each a transfer of the line whenever the new head's looks had taken it
+    /// (docs/DESIGN.md, "Decision record: local handoffs").
     #[cold]
     fn take_local(&self, s: u32, node: u32) -> bool {
         if s & (HELD | NO_STEAL | HANDED) != 0 || !reserved_for(s, node) {
@@ -257,18 +259,14 @@ impl LockWord {
     /// An arrival that finds the lock free while waiters are queued does not take it either: the
     /// lock is between a release and its head's reservation. Since the release is one RMW (see
     /// [`unlock`](Self::unlock)), that window is open at most handoffs, and arrivals from any
-    /// node took 7.6% of CnaMutex's acquisitions through it (`x5-4`, `counter`, 32 threads,
-    /// 0.01% before), sending 3.5% of its handoffs across sockets instead of 1.4%; on
-    /// `kunpeng920` HqMutex's `counter` at 32 threads fell from 3.86 to 2.62 M/s with 57% of its
-    /// handoffs remote. With this rule: 2.56 M/s and 1.3% for CnaMutex (1.6% stolen), 3.63 M/s
-    /// and 1.5% for HqMutex (numa_sim, seed 1; BENCHMARKS.md, "One RMW to release").
+    /// node taking the lock through it send it across sockets (docs/DESIGN.md, "Decision
+    /// record: one RMW to release").
     ///
     /// The rule holds only where heads mark and reserve ([`wait::may_mark`]: 3 or more CPUs and
     /// a core that is not crowded). On a crowded core the head it would wait for may be
-    /// preempted, and stealing is what keeps the queue moving then (DESIGN §2). On the 2-core
-    /// development machine the rule everywhere cost real threads: `locktorture` medians of 5,
-    /// `counter` at 8 threads 1.21 → 1.02 of parking_lot (McsMutex) and 1.11 → 0.88
-    /// (CnaMutex), `hammer` at 32 threads 1.00 → 0.84 (McsMutex).
+    /// preempted, and stealing is what keeps the queue moving then (docs/DESIGN.md, "Handoffs:
+    /// marking, premarking and stealing"); applied there too, the rule cost real threads
+    /// throughput on 2 cores (same decision record).
     #[inline]
     pub(crate) fn spin_steal(
         &self,
@@ -339,15 +337,10 @@ impl LockWord {
     /// end. `Some(acquired)` ends the spin-steal (the lock taken, or someone queued); `None` goes
     /// on to the yields.
     ///
-    /// Fewer looks, more throughput: `locktorture` at 2 threads here, looks every 2^k `pause`s
-    /// for the whole phase (0.7 µs for k = 6, 1.4 µs for 7, 2.8 µs for 8), 3 invocations, median
-    /// ratio to parking_lot on `empty`, `counter`, `kv`, `freelist`: k = 5: 1.31, 1.21, 1.04,
-    /// 1.30; 6: 1.49, 1.52, 1.17, 1.49; 7: 1.74, 1.81, 1.26, 1.67; 8: 1.83, 1.80, 1.30, 1.64,
-    /// with the same fairness factors (0.50-0.65); presumably because each look reads the lock's
-    /// line and the queue tail's, which the holder then has to take back. Looking halfway and at
-    /// the end is about k = 7 here, in time rather than in `pause`s, which cost 10 to 140 cycles.
-    /// (The queue head's `SpinBudget::head`, which looks after 1, 2, 4, ... 64 `pause`s,
-    /// was worse still: `empty` 0.79-0.95x.)
+    /// Fewer looks, more throughput: each look reads the lock's line and the queue tail's, which
+    /// the holder then has to take back. The two looks are placed in time rather than counted in
+    /// `pause`s, which cost 10 to 140 cycles (docs/DESIGN.md, "Decision record: the arrivals'
+    /// spin").
     #[cold]
     fn pause_phase(
         &self,
@@ -388,10 +381,9 @@ impl LockWord {
     /// A CNA proxy or HQ deferral (proxy bits, see [`record_proxy`](Self::record_proxy)) keeps
     /// the lock held (`HELD`) after the `fetch_sub`: the returned word tells us, and
     /// `hand_on(proxy)` makes the deferred handoff before `unlock_slow` clears the bits. So the
-    /// common release is this one RMW, with no look at the word before it: CNA and HQ used to
-    /// load the word first, and when a waiter's look had taken the line meanwhile the release
-    /// paid two transfers (numa_sim, `x5-4` `counter`, 2 threads: 1.40 against McsMutex's
-    /// 2.07 M/s; BENCHMARKS.md, "One RMW to release").
+    /// common release is this one RMW, with no look at the word before it: a load first pays a
+    /// second transfer whenever a waiter's look has taken the line meanwhile (docs/DESIGN.md,
+    /// "Decision record: one RMW to release").
     #[inline(always)]
     pub(crate) fn unlock(&self, hand_on: impl FnOnce(u32)) {
         let old = self.state.fetch_sub(LOCKED, Ordering::Release);
@@ -511,10 +503,11 @@ impl LockWord {
     /// holds the lock; `None` if the deadline passed first (the caller then passes headship on
     /// without the lock; no successor is marked then).
     ///
-    /// **Marking** (DESIGN §2: a handoff in as few serial transfers as the kernel's): unless
-    /// this thread's core is crowded (see [`wait::crowded`]), the head marks the waiter `successor()`
-    /// names (the one it will make head next, 0 if none yet) `NEXT`: that waiter spins and
-    /// neither parks nor abandons, so the head can later make it head with plain stores
+    /// **Marking** (a handoff in as few serial transfers as the kernel's; docs/DESIGN.md,
+    /// "Handoffs: marking, premarking and stealing"): unless this thread's core is crowded (see
+    /// [`wait::crowded`]), the head marks the waiter `successor()` names (the one it will make
+    /// head next, 0 if none yet) `NEXT`: that waiter spins and neither parks nor abandons, so
+    /// the head can later make it head with plain stores
     /// ([`LockWord::hand_to_marked`]). The caller may have marked it already, before this
     /// head's first look (`premarked`, see [`premark`]); otherwise the head marks it once it
     /// finds the lock busy. A head with a marked successor reserves the lock while it is busy,
@@ -522,10 +515,10 @@ impl LockWord {
     /// a reserved lock (`HANDED`: HqMutex, or stealing off) owns its reservation and takes the
     /// free lock with a plain store; any other head takes it with a CAS, since a thread that
     /// emptied the queue without the lock (`clear_reservation`) may clear a reservation between
-    /// the head's look and its store, and
-    /// an arrival's fast path could then take the lock too. Before it parks, the head takes the
-    /// mark back and lifts a reservation it made only for that reason, and `HANDED` (stealers
-    /// may take the lock while it sleeps, and its successor may sleep too).
+    /// the head's look and its store, and an arrival's fast path could then take the lock too.
+    /// Before it parks, the head takes the mark back and lifts a reservation it made only for that
+    /// reason, and `HANDED` (stealers may take the lock while it sleeps, and its successor may
+    /// sleep too).
     ///
     /// `while_busy` puts the wait to use (CNA reorders its queue there): it is called while the
     /// lock is held by someone else, at least once before the first park, until it returns
@@ -716,10 +709,8 @@ impl LockWord {
     ///
     /// With stealing on, `how` decides ([`Handoff`]). Reserved, no arrival takes the lock
     /// before the new head, the holder's re-take included; since the heads premark (nearly
-    /// every handoff comes this way), that made every handoff first-come: numa_sim, `x5-4`,
-    /// 32 threads, seed 1, McsMutex against `qspinlock` on `freelist` 0.62x, `lockbench`
-    /// 0.76x, `locktorture` 0.80x, `counter` 0.90x; open, 3.74x, 2.98x, 2.46x and 1.09x, at
-    /// fairness factors of 0.50-0.52 (BENCHMARKS.md, "Heads that premark").
+    /// every handoff comes this way), that makes every handoff first-come (docs/DESIGN.md,
+    /// "Decision record: heads premark").
     #[inline]
     pub(crate) fn hand_to_marked(&self, next: &QNode, payload: u32, how: Handoff) {
         debug_assert!(payload <= status::PAYLOAD_MAX);
@@ -786,10 +777,11 @@ impl LockWord {
     }
 
     /// The head reserves the lock: `x → x | NO_STEAL`, whatever `x` is (a head exists to consume
-    /// the flag: us). Unconditional: a CAS expecting the word the head last read lost to every
-    /// stealer that changed it meanwhile, and in numa_sim a head on another socket than two
-    /// stealers never set the flag in 10 ms (X5-4, 4 threads, `counter`). Relaxed: the flag
-    /// only steers which thread acquires next; the acquisition carries the ordering.
+    /// the flag: us). Unconditional: a CAS expecting the word the head last read loses to every
+    /// stealer that changed it meanwhile, and a head on another socket than the stealers could
+    /// then go on failing to set the flag (docs/DESIGN.md, "Decision record: the head's
+    /// reservation"). Relaxed: the flag only steers which thread acquires next; the acquisition
+    /// carries the ordering.
     fn set_no_steal(&self) {
         self.state.fetch_or(NO_STEAL, Ordering::Relaxed);
     }
@@ -797,9 +789,9 @@ impl LockWord {
 
 /// What every lock of the crate holds besides its queues: the lock word and, with feature
 /// `stats`, the counters, on cache lines of their own (on the lock word's line, each counter
-/// update took the line from the threads polling the word: the 8-thread locktorture `counter`
-/// ran at 0.80-0.87x of the feature-off rate that way, 0.90-0.96x padded); and the acquisition paths the locks share (the fast path, `try_lock`,
-/// and the start of the slow path: spin-steal, then queue).
+/// update would take the line from the threads polling the word; docs/DESIGN.md, "Decision
+/// record: stats counters"); and the acquisition paths the locks share (the fast path,
+/// `try_lock`, and the start of the slow path: spin-steal, then queue).
 pub(crate) struct LockCore {
     pub(crate) word: LockWord,
     #[cfg(feature = "stats")]
@@ -1153,8 +1145,8 @@ fn current_node_id() -> u32 {
 /// How CnaMutex's holder, whose place the queue nodes recorded as `mine`, hands the lock to the
 /// marked successor `next` it makes head ([`LockWord::hand_to_marked`]): reserved for its own
 /// node ([`Handoff::Local`]) if `next` waits on that node, else open: where the handoff leaves
-/// the node anyway, a reservation would only cost the holder's re-takes (`kv` with one thread
-/// per socket, `x5-4`, 4 threads: 1.58 M/s with it, 1.94 without). The places are the ones
+/// the node anyway, a reservation would only cost the holder's re-takes (docs/DESIGN.md,
+/// "Decision record: local handoffs"). The places are the ones
 /// the nodes recorded when their threads queued, as [`current_node_id`] reads them: no
 /// topology lookup on the handoff's path. Relaxed: `next` is marked, so its line is ours, and
 /// its place was written before it queued.
@@ -1180,10 +1172,8 @@ pub(crate) fn local_home(next: &QNode, mine: u64) -> Handoff {
 /// successor head with `make_head`'s swap, a read-modify-write that waits for the successor's
 /// line before the critical section starts. Marked, the successor is made head with
 /// [`LockWord::hand_to_marked`]'s plain stores. The mark's CAS costs the same one transfer as
-/// `prewake`'s load, which it replaces, before the lock is taken instead of after. numa_sim,
-/// `x5-4`, `counter`, 8 threads on one socket (`--placement packed`), seed 1: McsMutex 3.07 →
-/// 5.18 M/s (`qspinlock` 3.74); spread over the sockets, McsMutex 0.84-0.91x → 1.07-1.11x
-/// `qspinlock` at 8-144 threads (BENCHMARKS.md, "Heads that premark").
+/// `prewake`'s load, which it replaces, before the lock is taken instead of after
+/// (docs/DESIGN.md, "Decision record: heads premark").
 #[inline]
 pub(crate) fn premark(next: u32) -> u32 {
     if next == 0 {
@@ -1372,7 +1362,7 @@ macro_rules! impl_raw_mutex {
         // SAFETY: `lock`/`try_lock` return only once this thread holds the lock exclusively
         // (the lock word's LOCKED bit is set by this thread's acquiring CAS), and `unlock`
         // releases it with Release ordering; the guard state is stateless (`GuardSend`) because
-        // unlocking needs no per-acquisition data (DESIGN §1).
+        // unlocking needs no per-acquisition data (docs/DESIGN.md, "The queue node").
         unsafe impl lock_api::RawMutex for $raw {
             #[allow(clippy::declare_interior_mutable_const)]
             const INIT: Self = Self::new();

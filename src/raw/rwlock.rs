@@ -3,14 +3,11 @@
 //! node) and whose writers queue through one of the crate's queue locks (`RawMcs`, `RawCna`,
 //! `RawHq`).
 //!
-//! Ideas from BRAVO (Dice & Kogan, ATC 2019: a reader bias that a writer revokes, and one
-//! process-wide table of visible readers), the
-//! per-node reader indicators of Calciu et al. ("NUMA-Aware Reader-Writer Locks", PPoPP 2013)
-//! and the kernel's percpu-rwsem (per-CPU counters whose *sum* is the reader count, so a reader
-//! may leave on another CPU than it entered); written for this crate.
+//! Ideas from BRAVO, the per-node reader indicators of Calciu et al. and the kernel's
+//! percpu-rwsem; written for this crate (docs/DESIGN.md, "The reader-writer lock").
 //!
 //! ```text
-//! word   compact state (bit 0 set)  |  pointer to Inflated (bit 0 clear)   (8 bytes: the whole lock)
+//! word   compact state (bit 0 set) | pointer to Inflated (bit 0 clear)  (8 bytes: the whole lock)
 //!
 //! Inflated (heap, made on first contention, freed by drop):
 //!   state    [ WRITER | HELD | VETO | READERS_PARKED | BIAS | waiting readers ... ], and on
@@ -88,14 +85,18 @@
 //!
 //! `state` (the revocation word; bits, and who sets/clears them):
 //!
-//! | bit               | set by                                  | cleared by                          |
-//! |-------------------|-----------------------------------------|-------------------------------------|
-//! | `WRITER`          | the holder of `M`, to write (revokes readers) | its unlock, downgrade or timeout |
-//! | `HELD`            | that writer, once the slots drained (CAS; recursive locks only) | with `WRITER` |
-//! | `VETO`            | a recursive reader that entered while `WRITER` without `HELD` | the writer, before it rescans |
-//! | `READERS_PARKED`  | a reader, before sleeping on `state` while `WRITER` | the unlock that clears `WRITER` (and wakes) |
-//! | `BIAS`            | a fresh block (non-recursive); a reader once the inhibition is over | a writer's revocation (with `WRITER`) |
-//! | `waiting` (count) | a reader that found `WRITER` and spun its spin time, once per acquisition (register) | that reader, once it got in or gave up |
+//! - `WRITER`: set by the holder of `M`, to write (revokes readers); cleared by its unlock,
+//!   downgrade or timeout;
+//! - `HELD`: set by that writer, once the slots drained (CAS; recursive locks only); cleared with
+//!   `WRITER`;
+//! - `VETO`: set by a recursive reader that entered while `WRITER` without `HELD`; cleared by the
+//!   writer, before it rescans;
+//! - `READERS_PARKED`: set by a reader, before sleeping on `state` while `WRITER`; cleared by the
+//!   unlock that clears `WRITER` (and wakes);
+//! - `BIAS`: set by a fresh block (non-recursive), and by a reader once the inhibition is over;
+//!   cleared by a writer's revocation (with `WRITER`);
+//! - `waiting` (a count): raised by a reader that found `WRITER` and spun its spin time, once per
+//!   acquisition (it registers); lowered by that reader, once it got in or gave up.
 //!
 //! Transitions of one writer: `M` taken → (maybe: the registered readers' turn) → `WRITER` →
 //! slots drain → (recursive locks: `WRITER | HELD`, a CAS that fails if `VETO` or anything else
@@ -196,9 +197,10 @@ const DRAIN_BUMP: u32 = 2;
 
 /// The number of consecutive writers that may take the lock while readers are registered as
 /// waiting, at least; the streak also lasts at least `READER_TURN_NS` (eventual fairness, as
-/// parking_lot's), then the next writer lets those readers in before it revokes. A count alone
-/// (4 writers, then a turn that waited for every registered reader) cost dedicated writers on
-/// 2 cores 99 % of their rate: some registered reader was always preempted.
+/// parking_lot's), then the next writer lets those readers in before it revokes. A count alone,
+/// with a turn that waits for every registered reader, starves writers where threads outnumber
+/// cores: some registered reader is always preempted (docs/DESIGN.md, "Decision record: rwlock
+/// reader turns").
 pub const WRITER_STREAK_LIMIT: u32 = 4;
 
 /// The shortest streak of writers ahead of registered readers, in ns (see
@@ -215,10 +217,7 @@ const READER_TURN_STALL_NS: u64 = 5_000;
 
 /// Reader slots per NUMA node: a node's readers spread over this many lines, by thread, so
 /// that a socket's 18 cores do not all write one line. A writer reads them all, so more slots
-/// make writers slower. Measured in numa_sim on the X5-4 (`read_mostly_table_on_x5_4` in
-/// `tests/sim_rwlock.rs`, 72 threads, ops/µs at 100 / 95 / 0 % reads; one thread alone: 3.6):
-/// 4 slots 146 / 5.4 / 1.5, 8 slots 184 / 4.8 / 1.3. With 1 slot per node, only readers reached
-/// 43 (measured before writers dropped the `HELD` CAS).
+/// make writers slower (docs/DESIGN.md, "Decision record: rwlock reader slots").
 const SLOTS_PER_NODE: usize = 4;
 
 crate::sync::thread_local! {
@@ -380,8 +379,8 @@ struct Inflated<M> {
     /// The writer's drain futex and its streak, away from `state` so that leaving readers'
     /// bumps do not invalidate the line every reader reads.
     drain: CachePadded<DrainWord>,
-    /// [`SLOTS_PER_NODE`] reader counters per node (see `node_stride`); their wrapping sum is the number
-    /// of readers inside (or about to back off).
+    /// [`SLOTS_PER_NODE`] reader counters per node (see `node_stride`); their wrapping sum is the
+    /// number of readers inside (or about to back off).
     slots: Box<[CachePadded<AtomicU32>]>,
     slot_mask: usize,
     /// Whether recursive readers may veto a draining writer (`RECURSIVE`); only then does a
@@ -398,10 +397,9 @@ struct Inflated<M> {
 }
 
 /// The revocation word, with what only the holder of `M` reads and writes (which it touches
-/// when it writes the word anyway). `M` has a line of its own: with `M` on this line (so that
-/// a handoff between writers moved one line, not two) the 0 % reads rate in numa_sim did not
-/// change, and the 95 % one halved (X5-4, 72 threads: cna-rw 3.8 against 7.3 M ops/s),
-/// since `M`'s queue head spins on its word while the holder writes `state`.
+/// when it writes the word anyway). `M` has a line of its own: `M`'s queue head spins on its
+/// word while the holder writes `state`, and sharing the line slowed read-mostly use more than
+/// it saved writers (docs/DESIGN.md, "Decision record: rwlock reader slots").
 struct WriterLine {
     word: AtomicU32,
     /// Consecutive writers that took `M` while readers were registered waiting; read and
@@ -433,10 +431,10 @@ fn is_compact<M>(word: *mut Inflated<M>) -> bool {
 /// hardware and in the simulator, a `SeqCst` fence under loom.
 ///
 /// A `SeqCst` read-modify-write followed by a `SeqCst` load already gives the reader's side of
-/// the handshake its place in the single total order of `SeqCst` operations (C++20 [atomics.order]),
-/// so the real code needs no fence on its fast path (on x86 the locked RMW is a full barrier
-/// anyway). Loom models `SeqCst` accesses as acquire/release and only `SeqCst` fences as
-/// sequentially consistent; the fence gives the models the same total order, so that they
+/// the handshake its place in the single total order of `SeqCst` operations (C++20
+/// [atomics.order]), so the real code needs no fence on its fast path (on x86 the locked RMW is a
+/// full barrier anyway). Loom models `SeqCst` accesses as acquire/release and only `SeqCst` fences
+/// as sequentially consistent; the fence gives the models the same total order, so that they
 /// check the protocol rather than report the handshake loom cannot see.
 #[inline(always)]
 fn reader_handshake_fence() {
@@ -1451,8 +1449,7 @@ impl<M: WriterLock> Inflated<M> {
     /// only) sets `HELD`.
     fn drain(&self, deadline: Option<u64>, table: bool) -> bool {
         // Made at the first reader found inside, not before the first look: making it reads the
-        // clock, and most writers of a contended lock find no reader (locktorture `rw` at 0 %
-        // reads on 2 cores: the clock read was 39 % of the profile's samples).
+        // clock, and most writers of a contended lock find no reader.
         let mut budget: Option<SpinBudget> = None;
         loop {
             // SeqCst: read before the slots; a reader that leaves after our slot loads bumps
@@ -1471,8 +1468,7 @@ impl<M: WriterLock> Inflated<M> {
                 if !self.recursive {
                     // No recursive reader can veto, and nobody reads `HELD`: drained. This
                     // saves a CAS on `state` that every reader registering as waiting made
-                    // fail and retry: at 95 % reads on the X5-4 (72 threads, numa_sim's `rw`
-                    // table in tests/sim_rwlock.rs) cna-rw went from 0.8 to 5.4 ops/µs.
+                    // fail and retry (docs/DESIGN.md, "Decision record: rwlock reader slots").
                     if seen & DRAIN_PARKED != 0 {
                         // Relaxed: stops the readers' wakes; nobody sleeps on `drain` now.
                         self.drain.seq.fetch_and(!DRAIN_PARKED, Ordering::Relaxed);

@@ -139,8 +139,8 @@ impl Recorder {
 /// or one you fill yourself with [`record`](Self::record).
 ///
 /// Values are kept in log buckets (two per power of two), so [`percentile`](Self::percentile)
-/// overstates the exact percentile by at most half of it; [`min`](Self::min), [`max`](Self::max) and
-/// [`mean`](Self::mean) are exact, of the values recorded.
+/// overstates the exact percentile by at most half of it; [`min`](Self::min), [`max`](Self::max)
+/// and [`mean`](Self::mean) are exact, of the values recorded.
 ///
 /// A lock's hold times are sampled: every hold that follows an acquisition that waited is
 /// recorded, and one in [`HOLD_SAMPLE_EVERY`](super::HOLD_SAMPLE_EVERY) of the others, weighted

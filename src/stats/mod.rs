@@ -22,8 +22,8 @@
 //!
 //! Memory: with the feature, every lock carries 8 counters and 2 histograms of 80 buckets, the
 //! counters on cache lines of their own: 1,792 bytes per lock on x86-64, at most 2 KiB
-//! (`tests/stats.rs` checks it; `CnaMutex<()>` is 8 bytes without the feature). Without the feature nothing of this exists
-//! and the lock paths are unchanged.
+//! (`tests/stats.rs` checks it; `CnaMutex<()>` is 8 bytes without the feature). Without the feature
+//! nothing of this exists and the lock paths are unchanged.
 //!
 //! ```
 //! # #[cfg(feature = "stats")] {
@@ -88,10 +88,10 @@ pub(crate) enum Acquired {
 
 /// One in this many holds that follow an uncontended acquisition (the fast path or `try_lock`)
 /// is timed, and stands for this many in the hold distribution; the holds that follow an
-/// acquisition that waited are all timed. Reading the clock is the costly part of the feature
-/// (the TSC: about 9 ns on the machine of BENCHMARKS.md, against 13 ns for an uncontended lock
-/// and unlock): timing every hold made an uncontended lock and unlock 3.2x slower there, and a
-/// contended 8-thread `counter` run 0.35x as fast.
+/// acquisition that waited are all timed. Reading the clock is the costly part of the feature:
+/// a TSC read costs about as much as an uncontended lock and unlock, so timing every hold would
+/// slow the uncontended path several times over (docs/DESIGN.md, "Decision record: hold
+/// sampling").
 pub const HOLD_SAMPLE_EVERY: u64 = 16;
 const _: () = assert!(
     HOLD_SAMPLE_EVERY == 1 << 4,

@@ -5,17 +5,30 @@
 //! clock, parking) comes from here, so the loom models and the simulation run exactly the code
 //! that ships. Three backends:
 //!
-//! | backend              | selected by      | atomics            | time              | parking                 |
-//! |----------------------|------------------|--------------------|-------------------|-------------------------|
-//! | real threads         | (default)        | `std`              | `Instant`         | futex (Linux), emulated elsewhere |
-//! | loom model checking  | `--cfg loom`     | loom's             | [`loom_clock`]    | emulated on loom's condvar |
-//! | simulated machine    | `--cfg numa_sim` | `numa_sim`'s (native size, each access costed) | virtual | `numa_sim`'s futex model |
+//! - real threads (the default): `std`'s atomics, time from `Instant`, parking on the futex
+//!   (Linux) or an emulation of it elsewhere;
+//! - loom model checking (`--cfg loom`): loom's atomics, time from [`loom_clock`], parking
+//!   emulated on loom's condvar;
+//! - a simulated machine (`--cfg numa_sim`): `numa_sim`'s atomics (native size, each access
+//!   costed), virtual time, `numa_sim`'s futex model.
 //!
-//! Nothing else in the crate names `cfg(loom)` or `cfg(numa_sim)`, with three exceptions that
-//! cannot be expressed here: the `lock_api` impls and aliases (a `RawMutex` needs a `const` `INIT`,
-//! which loom's atomics cannot give), the queue-node registry (loom's atomics belong to one model
-//! execution; a simulation keeps the indices it releases to itself), and `RawHq`'s model-only
-//! constructors.
+//! The rest of the crate names `cfg(loom)` or `cfg(numa_sim)` only where this module cannot
+//! decide for it, for one of these reasons:
+//! - the `lock_api` impls, the aliases built on them and the size checks beside them (`lib.rs`,
+//!   `raw/mod.rs`, `raw/rwlock.rs`, `condvar.rs`): `cfg(not(loom))`, since a `RawMutex` needs a
+//!   `const` `INIT`, which loom's atomics cannot give;
+//! - the loom probes (`#[cfg(loom)] crate::sync::loom_probe::...`, in `raw/` and `condvar.rs`):
+//!   each marks a handoff path, so that a loom model can show the path is reached; `lib.rs`
+//!   exports them and the model clock to the models in `tests/`;
+//! - the queue-node registry (`qnode.rs`): loom's atomics belong to one model execution, and a
+//!   simulation keeps the indices it releases to itself;
+//! - the visible-readers table (`raw/rwlock_table.rs`): under loom a table of a few entries made
+//!   per execution, to keep the model small; under numa_sim a thread's row is its hardware
+//!   thread;
+//! - `RawHq`'s model-only constructors and the mode-switch thresholds they set (`raw/hq.rs`), so
+//!   that a model reaches the switches within a few acquisitions;
+//! - documentation: `lib.rs` hides both cfgs from docs.rs's feature badges, and `topology`'s docs
+//!   say what a model and the simulated machine answer.
 
 #[cfg(all(loom, numa_sim))]
 compile_error!("`--cfg loom` and `--cfg numa_sim` select different backends; use one at a time");

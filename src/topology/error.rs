@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 
 /// Why a topology could not be read, or a topology setting was refused.
 ///
-/// Every message names the offending file, text or value and what was expected instead. Paths are empty
-/// when the input did not come from a file (for example [`parse_cpulist`](super::parse_cpulist) called
-/// directly, or CPU sets from hwloc); the message then leaves the path out.
+/// Every message names the offending file, text or value and what was expected instead. Paths are
+/// empty when the input did not come from a file (for example
+/// [`parse_cpulist`](super::parse_cpulist) called directly, or CPU sets from hwloc); the message
+/// then leaves the path out.
 ///
 /// # Examples
 ///
@@ -70,7 +71,8 @@ pub enum TopologyError {
         /// The refused count.
         value: usize,
     },
-    /// [`set_virtual_domains`](super::set_virtual_domains) was given a count below 1 or above `max`.
+    /// [`set_virtual_domains`](super::set_virtual_domains) was given a count below 1 or above
+    /// `max`.
     InvalidVirtualDomainCount {
         /// The refused count.
         value: usize,

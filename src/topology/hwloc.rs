@@ -1,17 +1,20 @@
 //! Reading the topology with hwloc (feature `hwloc`, crate `hwlocality`).
 //!
 //! Each hwloc `NUMANode` object becomes a [`NodeInfo`] with the node's OS index and the PUs of its
-//! `cpuset`. hwloc's cpuset holds the online PUs this process is allowed to run on (offline ones are only
-//! in `complete_cpuset`), so a node whose PUs are all outside our cgroup cpuset is skipped as well.
+//! `cpuset`. hwloc's cpuset holds the online PUs this process is allowed to run on (offline ones
+//! are only in `complete_cpuset`), so a node whose PUs are all outside our cgroup cpuset is skipped
+//! as well.
 //!
-//! hwloc gives a NUMA node the cpuset of its *locality*, so a node that is memory-only in the kernel's
-//! view (KNL MCDRAM, CXL or NVDIMM memory) shares PUs with the node that owns them. To read like sysfs,
-//! each PU goes to the covering node with the smallest cpuset (the most local), ties to the lowest OS
-//! index (DRAM nodes come first); nodes left without a PU are skipped as memory-only.
+//! hwloc gives a NUMA node the cpuset of its *locality*, so a node that is memory-only in the
+//! kernel's view (KNL MCDRAM, CXL or NVDIMM memory) shares PUs with the node that owns them. To
+//! read like sysfs, each PU goes to the covering node with the smallest cpuset (the most local),
+//! ties to the lowest OS index (DRAM nodes come first); nodes left without a PU are skipped as
+//! memory-only.
 //!
-//! Cache domains are hwloc's `L3Cache` objects: each PU's domain is the cpuset of the L3 that covers
-//! it, cut per node. A topology without L3 objects (hwloc found no cache information, or a synthetic
-//! description that names none), or with a PU that no L3 covers, keeps one domain per node.
+//! Cache domains are hwloc's `L3Cache` objects: each PU's domain is the cpuset of the L3 that
+//! covers it, cut per node. A topology without L3 objects (hwloc found no cache information, or a
+//! synthetic description that names none), or with a PU that no L3 covers, keeps one domain per
+//! node.
 
 use hwlocality::object::types::ObjectType;
 
@@ -22,8 +25,9 @@ impl Topology {
     ///
     /// # Errors
     ///
-    /// [`TopologyError::Hwloc`] if hwloc cannot load the topology, reports no NUMA node with a PU, or a
-    /// node with an infinite cpuset; [`TopologyError::CpuOutOfRange`] for a PU number `>= MAX_CPUS`.
+    /// [`TopologyError::Hwloc`] if hwloc cannot load the topology, reports no NUMA node with a PU,
+    /// or a node with an infinite cpuset; [`TopologyError::CpuOutOfRange`] for a PU number
+    /// `>= MAX_CPUS`.
     ///
     /// # Examples
     ///
@@ -42,14 +46,15 @@ impl Topology {
     }
 
     /// Builds a topology from an hwloc [synthetic description][synthetic] such as
-    /// `"pack:2 [numa] core:2 pu:2"` (two packages, each with a NUMA node and two cores of two PUs: node 0
-    /// holds PUs 0-3, node 1 holds PUs 4-7). Nothing is read from the machine.
+    /// `"pack:2 [numa] core:2 pu:2"` (two packages, each with a NUMA node and two cores of two PUs:
+    /// node 0 holds PUs 0-3, node 1 holds PUs 4-7). Nothing is read from the machine.
     ///
     /// [synthetic]: https://hwloc.readthedocs.io/en/stable/synthetic.html
     ///
     /// # Errors
     ///
-    /// [`TopologyError::Hwloc`], naming `description`, if hwloc rejects it or it has no NUMA node with a PU.
+    /// [`TopologyError::Hwloc`], naming `description`, if hwloc rejects it or it has no NUMA node
+    /// with a PU.
     ///
     /// # Examples
     ///
@@ -111,7 +116,8 @@ fn from_hwloc_topology(
         nodes.push(NodeInfo { os_index, cpus });
     }
 
-    // Each PU to its most local node (see the module docs). All PUs are below MAX_CPUS (checked above).
+    // Each PU to its most local node (see the module docs). All PUs are below MAX_CPUS (checked
+    // above).
     nodes.sort_unstable_by_key(|node| (node.cpus.len(), node.os_index));
     let table_len = nodes
         .iter()

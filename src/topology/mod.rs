@@ -1,30 +1,33 @@
 //! Which NUMA node and which cache domain am I on? How many are there?
 //!
-//! The machine is a hierarchy of three levels: **cache domain** (CPUs that share a last-level cache,
-//! the L3: an AMD CCX, a whole socket on most Intel parts) ⊂ **NUMA node** ⊂ machine. A line moves
-//! between two cores of one domain several times faster than between two domains of one node (about
-//! 23 ns against 108 ns on a 2-socket EPYC 7R13), so a lock that stays inside one domain keeps its
-//! lines close. Where a node has one L3, or the system does not say, each node is one domain and the
-//! hierarchy has the two familiar levels.
+//! The machine is a hierarchy of three levels: **cache domain** (CPUs that share a last-level
+//! cache, the L3: an AMD CCX, a whole socket on most Intel parts) ⊂ **NUMA node** ⊂ machine. A line
+//! moves between two cores of one domain several times faster than between two domains of one node
+//! (about 23 ns against 108 ns on a 2-socket EPYC 7R13), so a lock that stays inside one domain
+//! keeps its lines close. Where a node has one L3, or the system does not say, each node is one
+//! domain and the hierarchy has the two familiar levels.
 //!
-//! - [`node_count`] / [`domain_count`]: the machine's nodes with CPUs and their cache domains (at least
-//!   1 each), detected once by [`Topology::detect`].
+//! - [`node_count`] / [`domain_count`]: the machine's nodes with CPUs and their cache domains (at
+//!   least 1 each), detected once by [`Topology::detect`].
 //! - [`current_node`]: the calling thread's node as a dense index, cheap enough for lock slow paths
-//!   (a thread-local read, then `sched_getcpu` — a few nanoseconds with glibc's rseq — and a table read).
+//!   (a thread-local read, then `sched_getcpu` — a few nanoseconds with glibc's rseq — and a table
+//!   read).
 //! - [`current_locality`]: the node and the cache domain together, for the same one CPU lookup.
 //! - [`set_thread_node`] / [`set_virtual_nodes`], [`set_thread_domain`] / [`set_virtual_domains`]:
-//!   virtual topologies, so NUMA-aware code can be tested on a one-node machine. Virtual ids are not
-//!   limited to `0..node_count()` or `0..domain_count()`: locks map them themselves.
+//!   virtual topologies, so NUMA-aware code can be tested on a one-node machine. Virtual ids are
+//!   not limited to `0..node_count()` or `0..domain_count()`: locks map them themselves.
 //!
-//! A node id is only a hint: a thread may migrate right after asking. A stale or even garbage node id may
-//! cost performance, never correctness.
+//! A node id is only a hint: a thread may migrate right after asking. A stale or even garbage node
+//! id may cost performance, never correctness.
 //!
-//! Detection (see [`Topology::detect`] and [`Topology::from_sysfs`]): feature `hwloc` uses hwloc; otherwise
-//! Linux sysfs (`/sys/devices/system/node/node*/cpulist`, sparse node numbers allowed, offline CPUs
-//! dropped, memory-only nodes skipped; cache domains from `cpu/cpu*/cache/index*/shared_cpu_list` of the
-//! level-3 cache); without sysfs (containers, other systems) or with a malformed one, a single node.
-//! Missing or inconsistent cache data never fails: the topology keeps one domain per node. Outside Linux and Android there is no cheap "current CPU", so [`current_node`] answers 0
-//! unless overridden, even with feature `hwloc` (where [`node_count`] is still right).
+//! Detection (see [`Topology::detect`] and [`Topology::from_sysfs`]): feature `hwloc` uses hwloc;
+//! otherwise Linux sysfs (`/sys/devices/system/node/node*/cpulist`, sparse node numbers allowed,
+//! offline CPUs dropped, memory-only nodes skipped; cache domains from
+//! `cpu/cpu*/cache/index*/shared_cpu_list` of the level-3 cache); without sysfs (containers, other
+//! systems) or with a malformed one, a single node. Missing or inconsistent cache data never fails:
+//! the topology keeps one domain per node. Outside Linux and Android there is no cheap "current
+//! CPU", so [`current_node`] answers 0 unless overridden, even with feature `hwloc` (where
+//! [`node_count`] is still right).
 //!
 //! # Examples
 //!
@@ -44,8 +47,8 @@
 
 use std::cell::Cell;
 use std::sync::OnceLock;
-// Global settings, not part of any handoff protocol: std atomics even under loom (loom atomics cannot be
-// statics).
+// Global settings, not part of any handoff protocol: std atomics even under loom (loom atomics
+// cannot be statics).
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 mod error;
@@ -61,12 +64,12 @@ pub use table::{DomainInfo, NodeInfo, Topology};
 /// Every CPU number must be below this (2^20; Linux's own limit, `NR_CPUS`, is at most 8192 today).
 ///
 /// It bounds the cpu→(node, domain) table at 8 MiB, so a garbage CPU list cannot make us allocate
-/// gigabytes. It is also the most virtual domains per node [`set_virtual_domains`] accepts: a domain
-/// holds at least one CPU.
+/// gigabytes. It is also the most virtual domains per node [`set_virtual_domains`] accepts: a
+/// domain holds at least one CPU.
 pub const MAX_CPUS: usize = 1 << 20;
 
-/// Where a thread runs: its NUMA node and its cache (L3) domain, both dense indices (or virtual ids,
-/// see [`set_thread_node`] and [`set_thread_domain`]).
+/// Where a thread runs: its NUMA node and its cache (L3) domain, both dense indices (or virtual
+/// ids, see [`set_thread_node`] and [`set_thread_domain`]).
 ///
 /// Domains are numbered machine-wide, node by node (node 0's domains first), so on real hardware
 /// `domain` lies in `0..domain_count()` and belongs to `node`
@@ -112,8 +115,8 @@ static NEXT_ORDINAL: AtomicUsize = AtomicUsize::new(0);
 /// Whether [`current_node`] may answer 0 at once, without its thread-local and the topology
 /// table: `ALWAYS_ZERO_YES` once a thread found the machine to have one node with no virtual
 /// nodes set, `ALWAYS_ZERO_NO` for good once any virtual node was set (the answer then depends
-/// on the thread). Saves 2 of the 2.5 ns a call took on the machine of BENCHMARKS.md, where
-/// feature `stats` calls it on every acquisition.
+/// on the thread). Saves most of a call's cost (the thread-local and the table), which matters
+/// because feature `stats` calls it on every acquisition.
 static ALWAYS_ZERO: AtomicU8 = AtomicU8::new(ALWAYS_ZERO_UNKNOWN);
 const ALWAYS_ZERO_UNKNOWN: u8 = 0;
 const ALWAYS_ZERO_YES: u8 = 1;
@@ -131,7 +134,8 @@ struct ThreadNode {
     explicit: Cell<Option<usize>>,
     /// Set by [`set_thread_domain`]; wins over everything for the domain.
     explicit_domain: Cell<Option<usize>>,
-    /// The thread's round-robin ordinal, taken on its first [`current_node`] call with virtual nodes on.
+    /// The thread's round-robin ordinal, taken on its first [`current_node`] call with virtual
+    /// nodes on.
     ordinal: Cell<Option<usize>>,
 }
 
@@ -149,8 +153,8 @@ impl ThreadNode {
         if let Some(node) = self.explicit.get() {
             return node;
         }
-        // Relaxed: the count is a hint published alone; a thread that sees an old value for a moment only
-        // gets a stale node id.
+        // Relaxed: the count is a hint published alone; a thread that sees an old value for a
+        // moment only gets a stale node id.
         let virtual_count = VIRTUAL_NODE_COUNT.load(Ordering::Relaxed);
         if virtual_count != 0 {
             return self.virtual_ordinal() % virtual_count;
@@ -158,10 +162,10 @@ impl ThreadNode {
         hardware_node()
     }
 
-    /// The node as [`ThreadNode::node`] finds it, and the domain: the explicit one; else with virtual
-    /// domains on (`k` per node), domain `node * k + sub`, `sub` the thread's ordinal spread over the
-    /// `k`; else the hardware domain where the node is the hardware's; else the node's own id (a
-    /// virtual node is one domain).
+    /// The node as [`ThreadNode::node`] finds it, and the domain: the explicit one; else with
+    /// virtual domains on (`k` per node), domain `node * k + sub`, `sub` the thread's ordinal
+    /// spread over the `k`; else the hardware domain where the node is the hardware's; else the
+    /// node's own id (a virtual node is one domain).
     #[inline]
     fn locality(&self) -> Locality {
         // Relaxed: hints published alone, as in `node`.
@@ -225,8 +229,8 @@ pub fn detected() -> &'static Topology {
     DETECTED.get_or_init(Topology::detect)
 }
 
-/// Number of cache (L3) domains on this machine: at least [`node_count`] (so at least 1), equal to it
-/// where each node has one L3 or the L3 layout is unknown. Under `cfg(numa_sim)`, the simulated
+/// Number of cache (L3) domains on this machine: at least [`node_count`] (so at least 1), equal to
+/// it where each node has one L3 or the L3 layout is unknown. Under `cfg(numa_sim)`, the simulated
 /// machine's; under `cfg(loom)`, 1.
 ///
 /// Virtual domains ([`set_thread_domain`], [`set_virtual_domains`]) do not change it.
@@ -266,14 +270,15 @@ pub fn node_count() -> usize {
 
 /// The calling thread's node.
 ///
-/// In order: the thread's [`set_thread_node`] override (any value); else, if [`set_virtual_nodes`] is on
-/// with `n` nodes, `ordinal % n`; else the node of the CPU the thread runs on (`sched_getcpu` and the
-/// [`detected`] table), in `0..node_count()`. An unknown or offline CPU, a failing `sched_getcpu`, a
-/// system other than Linux or Android, and a thread in its thread-local destructors give 0.
+/// In order: the thread's [`set_thread_node`] override (any value); else, if [`set_virtual_nodes`]
+/// is on with `n` nodes, `ordinal % n`; else the node of the CPU the thread runs on (`sched_getcpu`
+/// and the [`detected`] table), in `0..node_count()`. An unknown or offline CPU, a failing
+/// `sched_getcpu`, a system other than Linux or Android, and a thread in its thread-local
+/// destructors give 0.
 ///
 /// Under `cfg(loom)` the hardware answer is always 0, so models stay deterministic; use
-/// [`set_thread_node`] there (round-robin ordinals are process-wide, so they differ between model runs).
-/// Under `cfg(numa_sim)` it is the node of the simulated core the thread is pinned to.
+/// [`set_thread_node`] there (round-robin ordinals are process-wide, so they differ between model
+/// runs). Under `cfg(numa_sim)` it is the node of the simulated core the thread is pinned to.
 ///
 /// # Examples
 ///
@@ -321,11 +326,11 @@ fn current_node_slow() -> usize {
 ///
 /// The node as [`current_node`] finds it. The domain, in order: the thread's [`set_thread_domain`]
 /// override (any value); else, if [`set_virtual_domains`] is on with `k` domains per node, domain
-/// `node * k + i` with `i` in `0..k` from the thread's round-robin ordinal (with virtual nodes on too,
-/// threads fill domain 0 of every virtual node before domain 1); else, where the node came from the
-/// hardware, the domain of the CPU the thread runs on (in `0..domain_count()`, inside that node); else
-/// (a virtual node) the node's id. A machine with one domain per node answers `domain` = the node's
-/// dense index; an unknown CPU gives node 0 and domain 0.
+/// `node * k + i` with `i` in `0..k` from the thread's round-robin ordinal (with virtual nodes on
+/// too, threads fill domain 0 of every virtual node before domain 1); else, where the node came
+/// from the hardware, the domain of the CPU the thread runs on (in `0..domain_count()`, inside that
+/// node); else (a virtual node) the node's id. A machine with one domain per node answers `domain`
+/// = the node's dense index; an unknown CPU gives node 0 and domain 0.
 ///
 /// Under `cfg(loom)` the hardware answer is node 0, domain 0; under `cfg(numa_sim)` the simulated
 /// core's node and L3 domain.
@@ -385,10 +390,10 @@ fn current_locality_slow() -> Locality {
 
 /// Overrides the calling thread's node (tests, NUMA emulation); `None` returns to detection.
 ///
-/// Any value is accepted and returned as-is by [`current_node`], even beyond [`node_count`] (virtual
-/// nodes): code that sizes per-node state must map node ids into its own range. The override wins over
-/// [`set_virtual_nodes`]. It affects only the calling thread, and has no effect during its thread-local
-/// destructors.
+/// Any value is accepted and returned as-is by [`current_node`], even beyond [`node_count`]
+/// (virtual nodes): code that sizes per-node state must map node ids into its own range. The
+/// override wins over [`set_virtual_nodes`]. It affects only the calling thread, and has no effect
+/// during its thread-local destructors.
 ///
 /// # Examples
 ///
@@ -415,10 +420,10 @@ pub fn set_thread_node(node: Option<usize>) {
 /// Overrides the calling thread's cache domain (tests, emulation); `None` returns to detection.
 ///
 /// Any value is accepted and returned as-is as [`current_locality`]'s `domain`, even beyond
-/// [`domain_count`], and whatever the thread's node: code that sizes per-domain state must map domain
-/// ids into its own range. The override wins over [`set_virtual_domains`]; it does not change the node
-/// ([`set_thread_node`]). It affects only the calling thread, and has no effect during its thread-local
-/// destructors.
+/// [`domain_count`], and whatever the thread's node: code that sizes per-domain state must map
+/// domain ids into its own range. The override wins over [`set_virtual_domains`]; it does not
+/// change the node ([`set_thread_node`]). It affects only the calling thread, and has no effect
+/// during its thread-local destructors.
 ///
 /// # Examples
 ///
@@ -445,14 +450,15 @@ pub fn set_thread_domain(domain: Option<usize>) {
 ///
 /// While on, a thread without a [`set_thread_domain`] override on node `n` (virtual or not) gets
 /// domain `n * count + i`, `i` in `0..count` from its round-robin ordinal (the one
-/// [`set_virtual_nodes`] uses; with virtual nodes on, the first threads go to domain 0 of every node,
-/// the next ones to domain 1, and so on). So domains stay contiguous per node, as on hardware. The
-/// setting is process-wide, takes effect at once, and does not change [`domain_count`].
+/// [`set_virtual_nodes`] uses; with virtual nodes on, the first threads go to domain 0 of every
+/// node, the next ones to domain 1, and so on). So domains stay contiguous per node, as on
+/// hardware. The setting is process-wide, takes effect at once, and does not change
+/// [`domain_count`].
 ///
 /// # Errors
 ///
-/// [`TopologyError::InvalidVirtualDomainCount`] for `Some(0)` or a count above [`MAX_CPUS`] (a domain
-/// holds at least one CPU); the setting is then unchanged.
+/// [`TopologyError::InvalidVirtualDomainCount`] for `Some(0)` or a count above [`MAX_CPUS`] (a
+/// domain holds at least one CPU); the setting is then unchanged.
 ///
 /// # Examples
 ///
@@ -508,8 +514,8 @@ pub fn virtual_domains() -> Option<usize> {
 /// Assigns threads round-robin to `count` virtual nodes; `None` turns it off.
 ///
 /// While on, every thread without a [`set_thread_node`] override gets node `ordinal % count`, where
-/// `ordinal` is a process-wide sequence number the thread takes on its first [`current_node`] call while
-/// virtual nodes are on (and keeps). The setting is process-wide and takes effect at once.
+/// `ordinal` is a process-wide sequence number the thread takes on its first [`current_node`] call
+/// while virtual nodes are on (and keeps). The setting is process-wide and takes effect at once.
 ///
 /// # Errors
 ///

@@ -10,14 +10,15 @@
 //! devices/system/cpu/cpu<C>/cache/index<I>/shared_cpu_list   the CPUs that share that cache
 //! ```
 //!
-//! Other entries of `devices/system/node` (`online`, `possible`, `has_cpu`, `power`, ...) are ignored.
+//! Other entries of `devices/system/node` (`online`, `possible`, `has_cpu`, `power`, ...) are
+//! ignored.
 //!
-//! The cache domains come from the level-3 cache of every online CPU: `index3` on every Linux machine
-//! seen so far, but the index is only the kernel's enumeration order, so the `level` file decides (an
-//! index whose `level` is 3 and whose `type` is not `Instruction`). Whatever is odd there — no cache
-//! directory (containers, some VMs and Arm machines without cache information in the firmware), no
-//! level-3 cache, a malformed list, sets that do not partition a node — leaves one domain per node;
-//! `from_sysfs` never fails because of cache data.
+//! The cache domains come from the level-3 cache of every online CPU: `index3` on every Linux
+//! machine seen so far, but the index is only the kernel's enumeration order, so the `level` file
+//! decides (an index whose `level` is 3 and whose `type` is not `Instruction`). Whatever is odd
+//! there — no cache directory (containers, some VMs and Arm machines without cache information in
+//! the firmware), no level-3 cache, a malformed list, sets that do not partition a node — leaves
+//! one domain per node; `from_sysfs` never fails because of cache data.
 
 use std::fs;
 use std::io::{self, Read};
@@ -34,15 +35,16 @@ const EXPECTED_LIST: &str =
 
 /// Parses a kernel CPU list such as `0-3,8-11` (the format of sysfs `cpulist` and `online` files).
 ///
-/// Surrounding whitespace (the trailing newline of a sysfs file) is ignored, and an empty list is valid (a
-/// memory-only node). The result is sorted and has no duplicates. Every CPU number must be below
-/// [`MAX_CPUS`], so a garbage list cannot make the caller allocate gigabytes.
+/// Surrounding whitespace (the trailing newline of a sysfs file) is ignored, and an empty list is
+/// valid (a memory-only node). The result is sorted and has no duplicates. Every CPU number must be
+/// below [`MAX_CPUS`], so a garbage list cannot make the caller allocate gigabytes.
 ///
 /// # Errors
 ///
-/// [`TopologyError::MalformedCpuList`] (with an empty path) for anything that is not a comma-separated list
-/// of decimal numbers and `low-high` ranges with `low <= high`: `3-1`, `a`, `1,,2`, `-1`, `1-`, `+1`, a
-/// number that overflows `usize`; [`TopologyError::CpuOutOfRange`] for a number `>= MAX_CPUS`.
+/// [`TopologyError::MalformedCpuList`] (with an empty path) for anything that is not a
+/// comma-separated list of decimal numbers and `low-high` ranges with `low <= high`: `3-1`, `a`,
+/// `1,,2`, `-1`, `1-`, `+1`, a number that overflows `usize`; [`TopologyError::CpuOutOfRange`] for
+/// a number `>= MAX_CPUS`.
 ///
 /// # Examples
 ///
@@ -86,8 +88,8 @@ pub(super) fn parse_cpulist_in(text: &str, path: &Path) -> Result<Vec<usize>, To
     if list.is_empty() {
         return Ok(Vec::new());
     }
-    // Ranges first, expanded only after merging overlaps: a list repeating `0-1048575` a thousand times
-    // then costs one range, not a billion entries.
+    // Ranges first, expanded only after merging overlaps: a list repeating `0-1048575` a thousand
+    // times then costs one range, not a billion entries.
     let mut ranges = Vec::new();
     for item in list.split(',') {
         let (low, high) = match item.split_once('-') {
@@ -110,7 +112,8 @@ pub(super) fn parse_cpulist_in(text: &str, path: &Path) -> Result<Vec<usize>, To
             Some(&last) if last >= low => last + 1,
             _ => low,
         };
-        // Both ends are below MAX_CPUS, so `high + 1` cannot overflow and the total stays below MAX_CPUS.
+        // Both ends are below MAX_CPUS, so `high + 1` cannot overflow and the total stays below
+        // MAX_CPUS.
         cpus.extend(start..high + 1);
     }
     Ok(cpus)
@@ -140,8 +143,8 @@ fn read_small_file(path: &Path) -> Result<Option<String>, TopologyError> {
     Ok(Some(text))
 }
 
-/// The number in a directory name `<prefix><N>` written as the kernel writes it (no sign, no leading
-/// zero); `None` for every other name.
+/// The number in a directory name `<prefix><N>` written as the kernel writes it (no sign, no
+/// leading zero); `None` for every other name.
 fn numbered_entry(name: &str, prefix: &str) -> Option<usize> {
     let digits = name.strip_prefix(prefix)?;
     let canonical = digits == "0" || (!digits.starts_with('0') && !digits.is_empty());
@@ -192,8 +195,8 @@ fn l3_shared_cpus(root: &Path, cpu: usize) -> Option<Vec<usize>> {
     shared(&index)
 }
 
-/// The node number in a `node<N>` directory name, written as the kernel writes it (no sign, no leading
-/// zero); `None` for every other entry.
+/// The node number in a `node<N>` directory name, written as the kernel writes it (no sign, no
+/// leading zero); `None` for every other entry.
 fn node_os_index(name: &str) -> Option<usize> {
     numbered_entry(name, "node")
 }
@@ -201,25 +204,26 @@ fn node_os_index(name: &str) -> Option<usize> {
 impl Topology {
     /// Reads the topology from a sysfs tree; `root` stands for `/sys`.
     ///
-    /// Reads `root/devices/system/node/node<N>/cpulist` for every node (node numbers may be sparse),
-    /// if present `root/devices/system/cpu/online`, and each online CPU's level-3 cache
+    /// Reads `root/devices/system/node/node<N>/cpulist` for every node (node numbers may be
+    /// sparse), if present `root/devices/system/cpu/online`, and each online CPU's level-3 cache
     /// (`root/devices/system/cpu/cpu<C>/cache/index<I>/shared_cpu_list`, see the module docs).
     /// Decisions:
     ///
-    /// - **Offline CPUs** (not in `cpu/online`) are dropped: [`node_of_cpu`](Topology::node_of_cpu) returns
-    ///   `None` for them, and [`current_node`](super::current_node) would answer 0 if a thread ever ran
-    ///   there (a CPU brought online later is not re-read).
-    /// - **Memory-only nodes** (empty `cpulist`, or only offline CPUs) are skipped: they are not counted by
-    ///   [`node_count`](Topology::node_count) and get no dense index, so no CPU can map to them.
-    /// - **Cache domains**: the CPUs of one node that share an L3 form one domain; an L3 that spans two
-    ///   nodes is split per node. Missing or inconsistent cache data (an online CPU without a level-3
-    ///   cache, a malformed or unreadable list, sets that overlap) is no error: every node is then one
-    ///   domain.
+    /// - **Offline CPUs** (not in `cpu/online`) are dropped: [`node_of_cpu`](Topology::node_of_cpu)
+    ///   returns `None` for them, and [`current_node`](super::current_node) would answer 0 if a
+    ///   thread ever ran there (a CPU brought online later is not re-read).
+    /// - **Memory-only nodes** (empty `cpulist`, or only offline CPUs) are skipped: they are not
+    ///   counted by [`node_count`](Topology::node_count) and get no dense index, so no CPU can map
+    ///   to them.
+    /// - **Cache domains**: the CPUs of one node that share an L3 form one domain; an L3 that spans
+    ///   two nodes is split per node. Missing or inconsistent cache data (an online CPU without a
+    ///   level-3 cache, a malformed or unreadable list, sets that overlap) is no error: every node
+    ///   is then one domain.
     ///
     /// # Errors
     ///
-    /// - [`TopologyError::NoNodes`] if `root/devices/system/node` does not exist or holds no node with an
-    ///   online CPU (containers without sysfs, non-Linux systems);
+    /// - [`TopologyError::NoNodes`] if `root/devices/system/node` does not exist or holds no node
+    ///   with an online CPU (containers without sysfs, non-Linux systems);
     /// - [`TopologyError::Io`] if a directory or a node's `cpulist` cannot be read;
     /// - [`TopologyError::MalformedCpuList`] / [`TopologyError::CpuOutOfRange`] for a bad CPU list;
     /// - [`TopologyError::CpuInTwoNodes`] if two nodes list the same CPU.

@@ -20,8 +20,8 @@ use super::{Locality, MAX_CPUS, TopologyError};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
-    /// The node's number as the system gives it (`N` in sysfs `node<N>`, hwloc's OS index). Node numbers
-    /// may be sparse; the node's dense index is its position in [`Topology::nodes`].
+    /// The node's number as the system gives it (`N` in sysfs `node<N>`, hwloc's OS index). Node
+    /// numbers may be sparse; the node's dense index is its position in [`Topology::nodes`].
     pub os_index: usize,
     /// The node's online CPUs, sorted, without duplicates, never empty.
     pub cpus: Vec<usize>,
@@ -29,8 +29,8 @@ pub struct NodeInfo {
 
 /// One cache domain: CPUs of one NUMA node that share a last-level (L3) cache, such as an AMD CCX.
 ///
-/// Domains nest in nodes: a domain never spans two nodes (an L3 that does is split per node). A node
-/// whose CPUs share one L3, or for which the system reports no usable L3, is one domain.
+/// Domains nest in nodes: a domain never spans two nodes (an L3 that does is split per node). A
+/// node whose CPUs share one L3, or for which the system reports no usable L3, is one domain.
 ///
 /// # Examples
 ///
@@ -50,15 +50,17 @@ pub struct DomainInfo {
     pub cpus: Vec<usize>,
 }
 
-/// The NUMA nodes of a machine (or of a test fixture), their cache domains, and where each CPU belongs.
+/// The NUMA nodes of a machine (or of a test fixture), their cache domains, and where each CPU
+/// belongs.
 ///
-/// Nodes are numbered densely (`0..node_count()`) in the order of their OS index; only nodes with at
-/// least one online CPU are kept. Cache domains (see [`DomainInfo`]) are numbered densely
-/// (`0..domain_count()`) machine-wide, node by node: node 0's domains first, and within a node in the
-/// order of their lowest CPU. Where the system reports no usable L3 information, every node is one
-/// domain, and domain `i` is node `i`. Build one with [`Topology::detect`], [`Topology::from_sysfs`],
-/// [`Topology::single_node`] or (feature `hwloc`) `Topology::from_hwloc` / `from_hwloc_synthetic`;
-/// the process-wide one that [`current_node`](super::current_node) uses is [`detected`](super::detected).
+/// Nodes are numbered densely (`0..node_count()`) in the order of their OS index; only nodes with
+/// at least one online CPU are kept. Cache domains (see [`DomainInfo`]) are numbered densely
+/// (`0..domain_count()`) machine-wide, node by node: node 0's domains first, and within a node in
+/// the order of their lowest CPU. Where the system reports no usable L3 information, every node is
+/// one domain, and domain `i` is node `i`. Build one with [`Topology::detect`],
+/// [`Topology::from_sysfs`], [`Topology::single_node`] or (feature `hwloc`) `Topology::from_hwloc`
+/// / `from_hwloc_synthetic`; the process-wide one that [`current_node`](super::current_node) uses
+/// is [`detected`](super::detected).
 ///
 /// # Examples
 ///
@@ -78,8 +80,8 @@ pub struct Topology {
     nodes: Vec<NodeInfo>,
     /// Sorted by (node, lowest CPU); the dense index of a domain is its position here.
     domains: Vec<DomainInfo>,
-    /// `locality_of_cpu[cpu]`: the dense indices of the CPU's node and domain, or [`NO_CPU`]. Length:
-    /// highest CPU + 1 (at most [`MAX_CPUS`]). Both in one slot, so that
+    /// `locality_of_cpu[cpu]`: the dense indices of the CPU's node and domain, or [`NO_CPU`].
+    /// Length: highest CPU + 1 (at most [`MAX_CPUS`]). Both in one slot, so that
     /// [`current_locality`](super::current_locality) reads one table entry.
     locality_of_cpu: Box<[CpuSlot]>,
 }
@@ -128,9 +130,10 @@ impl Topology {
     /// In order, the first that works:
     /// 1. with feature `hwloc`: `Topology::from_hwloc`;
     /// 2. [`Topology::from_sysfs`]`("/sys")` (Linux);
-    /// 3. one node holding CPUs `0..n`, `n` = [`std::thread::available_parallelism`] (1 if unknown). This is
-    ///    what containers without `/sys/devices/system/node` and non-Linux systems get, and also what a
-    ///    malformed sysfs gets (the error is dropped here; call `from_sysfs` to see it).
+    /// 3. one node holding CPUs `0..n`, `n` = [`std::thread::available_parallelism`] (1 if
+    ///    unknown). This is what containers without `/sys/devices/system/node` and non-Linux
+    ///    systems get, and also what a malformed sysfs gets (the error is dropped here; call
+    ///    `from_sysfs` to see it).
     ///
     /// # Examples
     ///
@@ -182,7 +185,8 @@ impl Topology {
         };
         let mut locality_of_cpu = vec![NO_CPU; table_len].into_boxed_slice();
         for (dense, node) in nodes.iter().enumerate() {
-            // At most one node per CPU, and CPUs < MAX_CPUS = 2^20, so the dense index fits in a u32.
+            // At most one node per CPU, and CPUs < MAX_CPUS = 2^20, so the dense index fits in a
+            // u32.
             let dense_u32 = u32::try_from(dense).unwrap_or(u32::MAX);
             for &cpu in &node.cpus {
                 // In bounds: `table_len` is one past the highest CPU of any node.
@@ -221,14 +225,14 @@ impl Topology {
         })
     }
 
-    /// Splits the nodes into cache domains: `shared_cache(cpu)` is the set of CPUs that share `cpu`'s
-    /// L3 (sysfs `shared_cpu_list`, an hwloc L3 object's cpuset), `None` if unknown.
+    /// Splits the nodes into cache domains: `shared_cache(cpu)` is the set of CPUs that share
+    /// `cpu`'s L3 (sysfs `shared_cpu_list`, an hwloc L3 object's cpuset), `None` if unknown.
     ///
-    /// A CPU's domain is its L3 set restricted to its node (an L3 spanning two nodes is split per node;
-    /// offline CPUs in a set are ignored). If the answers do not describe a partition — an online CPU
-    /// with no answer, a set that leaves out the CPU itself, two CPUs of one node whose sets overlap
-    /// without being equal — the topology keeps one domain per node: odd cache data costs locality,
-    /// never an error.
+    /// A CPU's domain is its L3 set restricted to its node (an L3 spanning two nodes is split per
+    /// node; offline CPUs in a set are ignored). If the answers do not describe a partition — an
+    /// online CPU with no answer, a set that leaves out the CPU itself, two CPUs of one node whose
+    /// sets overlap without being equal — the topology keeps one domain per node: odd cache data
+    /// costs locality, never an error.
     pub(super) fn with_cache_domains(
         mut self,
         mut shared_cache: impl FnMut(usize) -> Option<Vec<usize>>,
@@ -374,8 +378,8 @@ impl Topology {
         self.locality_of_cpu(cpu).map(|locality| locality.domain)
     }
 
-    /// The node and cache domain of `cpu` (dense indices), from one table entry; `None` for an offline
-    /// or unknown CPU.
+    /// The node and cache domain of `cpu` (dense indices), from one table entry; `None` for an
+    /// offline or unknown CPU.
     ///
     /// # Examples
     ///
