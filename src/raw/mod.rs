@@ -527,7 +527,11 @@ impl LockWord {
     pub(crate) fn unlock(&self, hand_on: impl FnOnce(u32)) {
         // (LOCKED, x) → (x): the flags stay for the head. Release: see above.
         let old = State(self.state.fetch_sub(LOCKED, Ordering::Release));
-        debug_assert!(old.0 & LOCKED != 0, "unlock of a free lock word {:#x}", old.0);
+        debug_assert!(
+            old.0 & LOCKED != 0,
+            "unlock of a free lock word {:#x}",
+            old.0
+        );
         if old.parked() || old.has_proxy() {
             self.unlock_slow(old, hand_on);
         }
@@ -640,7 +644,11 @@ impl LockWord {
     #[inline(always)]
     fn or(&self, bits: u32, order: Ordering) -> u32 {
         let old = self.state.fetch_or(bits, order);
-        debug_assert!(State(old | bits).is_legal(), "illegal lock word {:#x}", old | bits);
+        debug_assert!(
+            State(old | bits).is_legal(),
+            "illegal lock word {:#x}",
+            old | bits
+        );
         old
     }
 
@@ -648,7 +656,11 @@ impl LockWord {
     #[inline(always)]
     fn and(&self, bits: u32, order: Ordering) -> u32 {
         let old = self.state.fetch_and(bits, order);
-        debug_assert!(State(old & bits).is_legal(), "illegal lock word {:#x}", old & bits);
+        debug_assert!(
+            State(old & bits).is_legal(),
+            "illegal lock word {:#x}",
+            old & bits
+        );
         old
     }
 
