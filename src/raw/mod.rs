@@ -151,17 +151,147 @@ const LOCAL_NODE_MASK: u32 = 31 << LOCAL_NODE_SHIFT;
 /// The bits of a [`LOCAL`] reservation, which whoever takes the lock clears.
 const LOCAL_BITS: u32 = LOCAL | LOCAL_NODE_MASK;
 
-/// Whether the word `s` carries a [`LOCAL`] reservation for node `node`.
-#[inline]
-const fn reserved_for(s: u32, node: u32) -> bool {
-    s & LOCAL != 0 && (s & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT == node
-}
 /// Bits above the flags: the index of a CNA proxy node (registry indices are at most 2^20).
 const PROXY_SHIFT: u32 = 11;
 const FLAGS: u32 = (1 << PROXY_SHIFT) - 1;
 /// The lock is held while any of these is set: `LOCKED`, or the proxy bits, which outlive
 /// `LOCKED` for the moment `unlock` makes the deferred handoff (see `LockWord::unlock`).
 const HELD: u32 = LOCKED | !FLAGS;
+
+/// A value of the lock word (the table at [`LockWord`]), with the protocol's questions as
+/// methods and its transitions as constructors, so that no call site spells out a mask. It is
+/// the word's bits and nothing else: every method compiles to the mask test it names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct State(u32);
+
+impl State {
+    /// Free, no flags: the fast path's only expected value.
+    const FREE: State = State(0);
+    /// Held, no flags: what a head's acquisition leaves.
+    const LOCKED: State = State(LOCKED);
+
+    /// Held: `LOCKED`, or the proxy bits of a deferred handoff still being made (`HELD`).
+    #[inline(always)]
+    const fn held(self) -> bool {
+        self.0 & HELD != 0
+    }
+
+    /// The queue head sleeps on the word: the release that frees it must wake it.
+    #[inline(always)]
+    const fn parked(self) -> bool {
+        self.0 & PARKED != 0
+    }
+
+    /// Reserved for the queue head (`NO_STEAL`): arrivals must queue.
+    #[inline(always)]
+    const fn reserved(self) -> bool {
+        self.0 & NO_STEAL != 0
+    }
+
+    /// `unlock_fair` asked the head's next handoff to be fair (`FAIR`, always with `NO_STEAL`).
+    #[inline(always)]
+    const fn fair(self) -> bool {
+        self.0 & FAIR != 0
+    }
+
+    /// The reservation belongs to the head its holder made (`HANDED`): it takes the free lock
+    /// with a plain store, and nobody else clears it.
+    #[inline(always)]
+    const fn handed(self) -> bool {
+        self.0 & HANDED != 0
+    }
+
+    /// Free and owed to no head: an arrival may take it (unless a [`LOCAL`] reservation names
+    /// another node, see [`arrival_may_take`](Self::arrival_may_take)).
+    #[inline(always)]
+    const fn open(self) -> bool {
+        self.0 & (HELD | NO_STEAL | HANDED) == 0
+    }
+
+    /// Carries a [`LOCAL`] reservation, for any node.
+    #[inline(always)]
+    const fn local(self) -> bool {
+        self.0 & LOCAL != 0
+    }
+
+    /// Carries a [`LOCAL`] reservation for NUMA node `node`.
+    #[inline(always)]
+    const fn local_for(self, node: u32) -> bool {
+        self.local() && (self.0 & LOCAL_NODE_MASK) >> LOCAL_NODE_SHIFT == node
+    }
+
+    /// Whether an arrival may take the lock now: it is [`open`](Self::open), and a [`LOCAL`]
+    /// reservation names the arrival's node `node` (with `None`, a `LOCAL` reservation does
+    /// not stop it: `try_lock` and the pause phase ignore it).
+    #[inline(always)]
+    fn arrival_may_take(self, node: Option<u32>) -> bool {
+        self.open()
+            && match node {
+                Some(node) => !self.local() || self.local_for(node),
+                None => true,
+            }
+    }
+
+    /// The proxy bits: a CNA proxy node's index, or HQ's deferral mark; 0 if none.
+    #[inline(always)]
+    const fn proxy(self) -> u32 {
+        self.0 >> PROXY_SHIFT
+    }
+
+    /// Whether the holder deferred its handoff (proxy bits set).
+    #[inline(always)]
+    const fn has_proxy(self) -> bool {
+        self.0 & !FLAGS != 0
+    }
+
+    /// An arrival's acquisition of an open word: `x → (x | LOCKED) & !LOCAL_BITS` (the other
+    /// flags stay for the head).
+    #[inline(always)]
+    const fn taken_by_arrival(self) -> State {
+        State((self.0 | LOCKED) & !LOCAL_BITS)
+    }
+
+    /// `unlock_fair` with waiters queued: `x → (x - LOCKED - PARKED) | NO_STEAL | FAIR`.
+    #[inline(always)]
+    const fn released_fair(self) -> State {
+        State(((self.0 - LOCKED) & !PARKED) | NO_STEAL | FAIR)
+    }
+
+    /// A holder's handoff to the successor it marked, reserved for that head alone:
+    /// `LOCKED | NO_STEAL | HANDED`.
+    const HANDED_TO_HEAD: State = State(LOCKED | NO_STEAL | HANDED);
+
+    /// CnaMutex's holder's handoff to a marked successor of its own node `node`:
+    /// `LOCKED | LOCAL | node << LOCAL_NODE_SHIFT`; `None` for a node the field cannot hold.
+    #[inline(always)]
+    const fn local_to(node: usize) -> Option<State> {
+        if node <= (LOCAL_NODE_MASK >> LOCAL_NODE_SHIFT) as usize {
+            Some(State(LOCKED | LOCAL | (node as u32) << LOCAL_NODE_SHIFT))
+        } else {
+            None
+        }
+    }
+
+    /// The legal combinations, checked (in debug builds) on every value a transition writes:
+    /// `FAIR` only with `NO_STEAL`; a `LOCAL` node only with `LOCAL`; `HANDED` and `LOCAL`
+    /// never together (each is written by a plain store of a whole value, which drops the
+    /// other). The held, parked and proxy bits combine freely: `PARKED` outlives `LOCKED` for
+    /// the moment between a release's two RMWs, and the proxy bits outlive `LOCKED` while the
+    /// deferred handoff is made.
+    #[inline(always)]
+    const fn is_legal(self) -> bool {
+        (!self.fair() || self.reserved())
+            && (self.0 & LOCAL_NODE_MASK == 0 || self.local())
+            && !(self.handed() && self.local())
+    }
+
+    /// The bits, for a write, after checking (debug builds) that they are a legal word.
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        debug_assert!(self.is_legal(), "illegal lock word {:#x}", self.0);
+        self.0
+    }
+}
 
 impl LockWord {
     const_fn! {
@@ -178,12 +308,15 @@ impl LockWord {
     #[inline(always)]
     pub(crate) fn try_lock_fast(&self) -> bool {
         // Acquire: pairs with the Release of the previous unlock.
-        match self
-            .state
-            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-        {
+        // (free) → LOCKED.
+        match self.state.compare_exchange(
+            State::FREE.0,
+            State::LOCKED.0,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => true,
-            Err(s) => s & LOCAL != 0 && self.take_local(s, current_node_id()),
+            Err(s) => State(s).local() && self.take_local(State(s), current_node_id()),
         }
     }
 
@@ -192,16 +325,16 @@ impl LockWord {
     /// load and a CAS, each a transfer of the line whenever the new head's looks had taken it
     /// (docs/DESIGN.md, "Decision record: local handoffs").
     #[cold]
-    fn take_local(&self, s: u32, node: u32) -> bool {
-        if s & (HELD | NO_STEAL | HANDED) != 0 || !reserved_for(s, node) {
+    fn take_local(&self, s: State, node: u32) -> bool {
+        if !s.open() || !s.local_for(node) {
             return false;
         }
-        // Acquire: as above.
+        // (free, LOCAL of our node) → LOCKED, other flags kept. Acquire: as above.
         let taken = self
             .state
             .compare_exchange(
-                s,
-                (s | LOCKED) & !LOCAL_BITS,
+                s.0,
+                s.taken_by_arrival().bits(),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             )
@@ -224,23 +357,21 @@ impl LockWord {
     /// [`LOCAL`] reservation of another node alone. Clears `LOCAL` when it takes the lock.
     #[inline]
     fn try_steal_from(&self, node: Option<u32>) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
-        while s & (HELD | NO_STEAL | HANDED) == 0 {
-            if let Some(node) = node
-                && s & LOCAL != 0
-                && !reserved_for(s, node)
-            {
+        let mut s = self.look();
+        while s.open() {
+            if !s.arrival_may_take(node) {
                 return false;
             }
-            // Acquire: pairs with the Release of the previous unlock.
+            // (free, not owed to a head) → LOCKED, `LOCAL` cleared. Acquire: pairs with the
+            // Release of the previous unlock.
             match self.state.compare_exchange_weak(
-                s,
-                (s | LOCKED) & !LOCAL_BITS,
+                s.0,
+                s.taken_by_arrival().bits(),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return true,
-                Err(now) => s = now,
+                Err(now) => s = State(now),
             }
         }
         false
@@ -277,19 +408,19 @@ impl LockWord {
         // reserved it yet. Leave it to the head (the fast path's CAS from 0 still takes it),
         // where heads mark and reserve at all. Relaxed: a hint; the CAS that takes the lock
         // carries the ordering.
-        let s = self.state.load(Ordering::Relaxed);
+        let s = self.look();
         // Our node, if a `LOCAL` reservation asks for it (looked up only then).
-        let node = (s & LOCAL != 0).then(current_node_id);
-        if s & (HELD | NO_STEAL | HANDED) == 0 {
+        let node = s.local().then(current_node_id);
+        if s.open() {
             if let Some(n) = node
-                && reserved_for(s, n)
+                && s.local_for(n)
             {
                 // Reserved for our node (the holder's re-take, most often): take it at once,
                 // without the look at the queue.
                 if self.take_local(s, n) {
                     return true;
                 }
-            } else if !nobody_queued() && (s & LOCAL != 0 || wait::may_mark()) {
+            } else if !nobody_queued() && (s.local() || wait::may_mark()) {
                 #[cfg(loom)]
                 crate::sync::loom_probe::free_lock_left();
                 return false;
@@ -386,8 +517,14 @@ impl LockWord {
     /// "Decision record: one RMW to release").
     #[inline(always)]
     pub(crate) fn unlock(&self, hand_on: impl FnOnce(u32)) {
-        let old = self.state.fetch_sub(LOCKED, Ordering::Release);
-        if old & (PARKED | !FLAGS) != 0 {
+        // (LOCKED, x) → (x): the flags stay for the head. Release: see above.
+        let old = State(self.state.fetch_sub(LOCKED, Ordering::Release));
+        debug_assert!(
+            old.0 & LOCKED != 0,
+            "unlock of a free lock word {:#x}",
+            old.0
+        );
+        if old.parked() || old.has_proxy() {
             self.unlock_slow(old, hand_on);
         }
     }
@@ -401,21 +538,22 @@ impl LockWord {
     /// sleeps again). The clear comes before the wake, so a head that set `PARKED` again
     /// meanwhile is woken too (its futex wait sees the word changed or gets the wake).
     #[cold]
-    fn unlock_slow(&self, old: u32, hand_on: impl FnOnce(u32)) {
+    fn unlock_slow(&self, old: State, hand_on: impl FnOnce(u32)) {
         let word: *const AtomicU32 = &self.state;
-        let was = if old & !FLAGS == 0 {
-            // Relaxed: the flag carries no data; the caller still borrows the lock, so it is
-            // alive.
-            self.state.fetch_and(!PARKED, Ordering::Relaxed)
+        let was = State(if !old.has_proxy() {
+            // (PARKED, x) → (x). Relaxed: the flag carries no data; the caller still borrows
+            // the lock, so it is alive.
+            self.and(!PARKED, Ordering::Relaxed)
         } else {
             #[cfg(loom)]
             crate::sync::loom_probe::deferred_release();
-            hand_on(old >> PROXY_SHIFT);
-            // Release: the handoff's queue writes (and the critical section) are published to
-            // the next holder, whose acquisition can only read this store or a later one.
-            self.state.fetch_and(FLAGS & !PARKED, Ordering::Release)
-        };
-        if was & PARKED != 0 {
+            hand_on(old.proxy());
+            // (proxy, PARKED, x) → (x): frees the lock. Release: the handoff's queue writes
+            // (and the critical section) are published to the next holder, whose acquisition
+            // can only read this store or a later one.
+            self.and(FLAGS & !PARKED, Ordering::Release)
+        });
+        if was.parked() {
             wait::unpark(word);
         }
     }
@@ -438,19 +576,20 @@ impl LockWord {
             return self.unlock(|_| {});
         }
         let word: *const AtomicU32 = &self.state;
-        let mut s = self.state.load(Ordering::Relaxed);
+        let mut s = self.look();
         loop {
-            let fair = ((s - LOCKED) & !PARKED) | NO_STEAL | FAIR;
-            // Release: as in `unlock`.
-            match self
-                .state
-                .compare_exchange_weak(s, fair, Ordering::Release, Ordering::Relaxed)
-            {
+            // (LOCKED, PARKED, x) → (NO_STEAL, FAIR, x). Release: as in `unlock`.
+            match self.state.compare_exchange_weak(
+                s.0,
+                s.released_fair().bits(),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break,
-                Err(now) => s = now,
+                Err(now) => s = State(now),
             }
         }
-        if s & PARKED != 0 {
+        if s.parked() {
             wait::unpark(word);
         }
         // SeqCst fence: pairs with the one in `clear_reservation`. Either the leaving waiter
@@ -469,13 +608,14 @@ impl LockWord {
     #[inline]
     pub(crate) fn record_proxy(&self, proxy: u32) {
         debug_assert!(proxy != 0 && proxy <= u32::MAX >> PROXY_SHIFT);
-        self.state.fetch_or(proxy << PROXY_SHIFT, Ordering::Relaxed);
+        // (LOCKED, x) → (LOCKED, proxy, x).
+        self.or(proxy << PROXY_SHIFT, Ordering::Relaxed);
     }
 
     /// Whether the holder left a proxy node in the queue (a snapshot; exact for the holder).
     #[inline]
     fn has_proxy(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & !FLAGS != 0
+        self.look().has_proxy()
     }
 
     /// Clears and returns the proxy index recorded by [`record_proxy`](Self::record_proxy) (0
@@ -483,12 +623,44 @@ impl LockWord {
     /// Relaxed: see `record_proxy`.
     #[inline]
     fn take_recorded_proxy(&self) -> u32 {
-        self.state.fetch_and(FLAGS, Ordering::Relaxed) >> PROXY_SHIFT
+        // (proxy, x) → (x).
+        State(self.and(FLAGS, Ordering::Relaxed)).proxy()
     }
 
     #[inline]
     pub(crate) fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & HELD != 0
+        self.look().held()
+    }
+
+    /// `x → x | bits`, returning `x`; checks (debug builds) that the result is a legal word.
+    #[inline(always)]
+    fn or(&self, bits: u32, order: Ordering) -> u32 {
+        let old = self.state.fetch_or(bits, order);
+        debug_assert!(
+            State(old | bits).is_legal(),
+            "illegal lock word {:#x}",
+            old | bits
+        );
+        old
+    }
+
+    /// `x → x & bits`, returning `x`; checks (debug builds) that the result is a legal word.
+    #[inline(always)]
+    fn and(&self, bits: u32, order: Ordering) -> u32 {
+        let old = self.state.fetch_and(bits, order);
+        debug_assert!(
+            State(old & bits).is_legal(),
+            "illegal lock word {:#x}",
+            old & bits
+        );
+        old
+    }
+
+    /// The word now. Relaxed: a look; the CAS or fence that acts on what it saw carries the
+    /// ordering.
+    #[inline(always)]
+    fn look(&self) -> State {
+        State(self.state.load(Ordering::Relaxed))
     }
 
     /// The queue head's wait: spin, then park, until the lock is free and this thread takes it,
@@ -551,8 +723,8 @@ impl LockWord {
         let mut busy_work = true;
         let mut looks = 0u32;
         loop {
-            let s = self.state.load(Ordering::Relaxed);
-            if s & HELD == 0 {
+            let s = self.look();
+            if !s.held() {
                 match self.take_free(s) {
                     Some(fair) => return Some(HeadAcquired { fair, marked }),
                     None => {
@@ -580,7 +752,7 @@ impl LockWord {
                     budget.redeclare();
                 }
             }
-            if s & NO_STEAL == 0 && (bound_passed || may_mark) {
+            if !s.reserved() && (bound_passed || may_mark) {
                 self.set_no_steal();
                 budget.redeclare();
                 continue;
@@ -590,7 +762,7 @@ impl LockWord {
             }
             // Back off while stealers may take the lock ahead of us (our looks would only slow
             // the holder down); look eagerly once the lock is owed to us.
-            let spun = if s & NO_STEAL == 0 {
+            let spun = if !s.reserved() {
                 budget.spin()
             } else {
                 budget.spin_eager()
@@ -609,11 +781,12 @@ impl LockWord {
             let now = now_ns();
             if deadline.is_some_and(|deadline| now >= deadline) {
                 self.release_mark(&mut marked, s, bound_passed);
-                if self.state.load(Ordering::Relaxed) & HANDED != 0 {
+                if self.look().handed() {
                     // A `HANDED` we could not lift with the CAS (the word moved): it is ours
                     // alone (only the holder that made us head sets it, before we are head,
                     // and only we clear it), so no other head may find it. Relaxed: a flag.
-                    self.state.fetch_and(!HANDED, Ordering::Relaxed);
+                    // (HANDED, x) → (x).
+                    self.and(!HANDED, Ordering::Relaxed);
                 }
                 return None;
             }
@@ -634,7 +807,7 @@ impl LockWord {
             #[cfg(not(feature = "lockup"))]
             let park_deadline = deadline;
             note(PathEvent::HeadPark);
-            wait::announce_and_park(&self.state, s, PARKED, park_deadline);
+            wait::announce_and_park(&self.state, s.0, PARKED, park_deadline);
             #[cfg(feature = "lockup")]
             if let Some(check) = &mut watch {
                 check.check();
@@ -649,23 +822,24 @@ impl LockWord {
     /// store if it was handed to it (`HANDED`), else with a CAS. Returns whether the
     /// acquisition was requested to be fair (`FAIR`); `None` if the CAS lost the word.
     #[inline]
-    fn take_free(&self, s: u32) -> Option<bool> {
-        let fair = s & FAIR != 0;
-        if s & HANDED != 0 {
+    fn take_free(&self, s: State) -> Option<bool> {
+        let fair = s.fair();
+        if s.handed() {
             // Handed to us (see `HANDED`): nobody else can take the free lock or set a flag on
             // it (the word's other writers now only clear bits), so a plain store takes it. It
             // does not wait for the line as a CAS does: the critical section's loads start
             // while the store drains. The Acquire fence makes our load of the free word pair
             // with the unlocker's Release.
             fence(Ordering::Acquire);
-            self.state.store(LOCKED, Ordering::Relaxed);
+            // (free, HANDED, x) → LOCKED.
+            self.state.store(State::LOCKED.0, Ordering::Relaxed);
             #[cfg(loom)]
             crate::sync::loom_probe::handed_store();
             return Some(fair);
         }
         // (free, any flags) → LOCKED. Acquire: pairs with the unlocker's Release.
         self.state
-            .compare_exchange_weak(s, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange_weak(s.0, State::LOCKED.0, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
             .then_some(fair)
     }
@@ -674,22 +848,22 @@ impl LockWord {
     /// if any, and lifts the reservation (`NO_STEAL` in `seen`, unless the steal bound, stealing
     /// being off, or an `unlock_fair` asks for it): stealers may take the lock while it sleeps.
     /// Returns `true` if it changed the word (the caller then looks again).
-    fn release_mark(&self, marked: &mut u32, seen: u32, bound_passed: bool) -> bool {
+    fn release_mark(&self, marked: &mut u32, seen: State, bound_passed: bool) -> bool {
         if *marked != 0 {
             unmark_next(qnode::node(*marked));
             *marked = 0;
         }
         // A sleeping head takes no lock by a plain store: `HANDED` goes in any case.
-        let mut lift = seen & HANDED;
-        if seen & NO_STEAL != 0 && seen & FAIR == 0 && !bound_passed {
+        let mut lift = seen.0 & HANDED;
+        if seen.reserved() && !seen.fair() && !bound_passed {
             lift |= NO_STEAL;
         }
         if lift != 0 {
-            // Relaxed: the flags only steer who acquires next. A failure means the word moved:
-            // the caller looks again anyway.
+            // (HANDED?, NO_STEAL?, x) → (x). Relaxed: the flags only steer who acquires next.
+            // A failure means the word moved: the caller looks again anyway.
             let _ = self.state.compare_exchange(
-                seen,
-                seen & !lift,
+                seen.0,
+                State(seen.0 & !lift).bits(),
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
@@ -714,23 +888,22 @@ impl LockWord {
     #[inline]
     pub(crate) fn hand_to_marked(&self, next: &QNode, payload: u32, how: Handoff) {
         debug_assert!(payload <= status::PAYLOAD_MAX);
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), LOCKED);
+        debug_assert_eq!(self.look(), State::LOCKED);
         if !tunables::stealing() || matches!(how, Handoff::Reserved) {
             // Relaxed: ordered before the status store below by its Release, so the new head's
             // first look at the word (after its Acquire load of the status) sees the
             // reservation, and `HANDED`: it may take the lock with a plain store.
+            // LOCKED → (LOCKED, NO_STEAL, HANDED).
             self.state
-                .store(LOCKED | NO_STEAL | HANDED, Ordering::Relaxed);
+                .store(State::HANDED_TO_HEAD.bits(), Ordering::Relaxed);
         } else {
             if let Handoff::Local(home) = how
-                && home <= (LOCAL_NODE_MASK >> LOCAL_NODE_SHIFT) as usize
+                && let Some(local) = State::local_to(home)
             {
-                // Relaxed: only steers who takes the free lock; ordered before the status
-                // store below, so the new head's looks see it too (it takes it with a CAS).
-                self.state.store(
-                    LOCKED | LOCAL | (home as u32) << LOCAL_NODE_SHIFT,
-                    Ordering::Relaxed,
-                );
+                // LOCKED → (LOCKED, LOCAL of `home`). Relaxed: only steers who takes the free
+                // lock; ordered before the status store below, so the new head's looks see it
+                // too (it takes it with a CAS).
+                self.state.store(local.bits(), Ordering::Relaxed);
             }
             #[cfg(loom)]
             crate::sync::loom_probe::unreserved_handoff();
@@ -753,8 +926,9 @@ impl LockWord {
     #[must_use]
     pub(crate) fn hand_to(&self, next: &QNode, payload: u32) -> bool {
         if !tunables::stealing() {
-            // Relaxed: as in `set_no_steal`; the holder's unlock (Release) follows.
-            self.state.fetch_or(NO_STEAL, Ordering::Relaxed);
+            // (x) → (NO_STEAL, x). Relaxed: as in `set_no_steal`; the holder's unlock
+            // (Release) follows.
+            self.or(NO_STEAL, Ordering::Relaxed);
         }
         make_head(next, payload)
     }
@@ -771,8 +945,9 @@ impl LockWord {
         // the other's write, so a reservation is never left with nobody to clear it.
         fence(Ordering::SeqCst);
         const RESERVATIONS: u32 = NO_STEAL | FAIR | LOCAL_BITS;
-        if self.state.load(Ordering::Relaxed) & RESERVATIONS != 0 {
-            self.state.fetch_and(!RESERVATIONS, Ordering::Relaxed);
+        if self.look().0 & RESERVATIONS != 0 {
+            // (NO_STEAL, FAIR, LOCAL, x) → (x).
+            self.and(!RESERVATIONS, Ordering::Relaxed);
         }
     }
 
@@ -783,7 +958,8 @@ impl LockWord {
     /// reservation"). Relaxed: the flag only steers which thread acquires next; the acquisition
     /// carries the ordering.
     fn set_no_steal(&self) {
-        self.state.fetch_or(NO_STEAL, Ordering::Relaxed);
+        // (x) → (NO_STEAL, x).
+        self.or(NO_STEAL, Ordering::Relaxed);
     }
 }
 

@@ -1,26 +1,17 @@
 //! loom models of the rwlock (`RawNumaRwLock`): the reader/writer handshake on the per-node
 //! slots, revocation and draining (with readers that leave on another node's slot), inflation
-//! while a compact holder holds, upgrades, and recursive readers vetoing a draining writer. Run
-//! with `RUSTFLAGS="--cfg loom" cargo test --release --test loom_rwlock -- --test-threads=1`.
+//! while a compact holder holds, upgrades, and recursive readers vetoing a draining writer.
 //!
 //! Under loom spinning is skipped, so every wait parks (the futex emulation on loom's mutex and
 //! condvar): the models also check that no wake-up is lost (a lost one is a deadlock, which
 //! loom reports). The data is a loom `UnsafeCell`: loom fails a model in which a read and a
 //! write of it are not ordered by the lock.
-#![cfg(loom)]
-
+use crate::model;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 use numa_locks::raw::{RawCna, RawMcs};
 use numa_locks::{RawNumaRwLock, loom_clock, loom_rwlock_probe, topology, tunables};
-
-/// Bounds the preemptions loom explores, keeping each model within CI time.
-fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(max_preemptions);
-    builder.check(f);
-}
 
 type Shared<M, const R: bool> = Arc<(RawNumaRwLock<M, R>, UnsafeCell<usize>)>;
 

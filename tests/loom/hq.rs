@@ -1,24 +1,11 @@
-//! loom models of `RawHq`'s handoff paths. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom_hq -- --test-threads=1`.
-//!
-//! As in `tests/loom.rs`, spinning is skipped under loom, so every wait goes through the
-//! park/unpark path and each model also checks for lost wake-ups. Models run one at a time
-//! because the tunables are process-wide.
-#![cfg(loom)]
-
+//! loom models of `RawHq`'s handoff paths.
+use crate::model;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 use numa_locks::raw::RawHq;
 use numa_locks::{loom_clock, loom_probe, topology, tunables};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-/// Bounds the preemptions loom explores, keeping each model within CI time.
-fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(max_preemptions);
-    builder.check(f);
-}
 
 /// Runs one thread per entry of `plan` (the main thread takes entry 0): thread `t` sets its
 /// virtual node to `plan[t].0`, then takes the lock `plan[t].1` times, incrementing a

@@ -1,5 +1,4 @@
-//! loom models of timed acquisition: waiters that give up while queued. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom_timed -- --test-threads=1`.
+//! loom models of timed acquisition: waiters that give up while queued.
 //!
 //! Loom does not model time: a timed wait returns at once, and the clock (`loom_clock`) advances
 //! by one step at every reading by any thread, so whether a waiter's deadline has passed at a
@@ -9,8 +8,7 @@
 //! or after it is abandoned. Every model checks an exact count of critical sections (a loom cell,
 //! so a data race is an error too), that the lock ends free and unreserved, and (through loom)
 //! that nothing deadlocks and no wake-up is lost.
-#![cfg(loom)]
-
+use crate::model;
 use std::time::Duration;
 
 use loom::cell::UnsafeCell;
@@ -19,13 +17,6 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_locks::{loom_clock, loom_probe, topology, tunables};
-
-/// Bounds the preemptions loom explores, keeping each model within CI time.
-fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(max_preemptions);
-    builder.check(f);
-}
 
 /// The operations the models need from every raw lock.
 trait Raw: Send + Sync + 'static {

@@ -1,11 +1,5 @@
-//! loom models of every handoff protocol. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom -- --test-threads=1`.
-//!
-//! Under loom, spinning is skipped, so every wait goes through the park/unpark path (the futex
-//! emulation built on loom's mutex and condvar): each model therefore also checks for lost
-//! wake-ups. Models run one at a time because the tunables are process-wide.
-#![cfg(loom)]
-
+//! loom models of every handoff protocol of McsMutex and CnaMutex.
+use crate::model;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
@@ -28,13 +22,6 @@ fn assert_secondary_reached() {
             "the model never moved a waiter to the secondary queue"
         );
     }
-}
-
-/// Bounds the preemptions loom explores, keeping each model within CI time.
-fn model(max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(max_preemptions);
-    builder.check(f);
 }
 
 /// Runs `threads` threads (the main thread included), each taking the lock `iters` times and
