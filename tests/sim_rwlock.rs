@@ -454,7 +454,7 @@ fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
 }
 
 /// The numasim targets, measured with this file's `rw` table on the X5-4 (see
-/// BENCHMARKS.md, "RwLock"). Prints the table; asserts only what holds with a margin: readers
+/// BENCHMARKS.md, "RwLock in numa_sim"). Prints the table; asserts only what holds with a margin: readers
 /// alone scale, at 95 % reads the NUMA rwlocks are 5x the one-word model, writers' p99 wait.
 #[test]
 fn read_mostly_table_on_x5_4() {

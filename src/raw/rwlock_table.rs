@@ -302,7 +302,7 @@ pub(crate) fn take_all(key: u64) -> u32 {
 #[cfg(loom)]
 pub mod probe {
     //! Counts of the biased read path's protocol steps across the executions of loom models,
-    //! so that the models in tests/loom_rwlock.rs check they reach them (loom only).
+    //! so that the models in tests/loom/rwlock.rs check they reach them (loom only).
     use crate::sync::loom_probe::probe;
 
     probe!(
