@@ -35,7 +35,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(docsrs, doc(auto_cfg(hide(loom, numa_sim))))]
 
-mod condvar;
 #[cfg(feature = "lockup")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lockup")))]
 pub mod lockup;
@@ -43,10 +42,6 @@ pub mod lockup;
 mod mutex;
 mod qnode;
 pub mod raw;
-// The raw rwlock lives beside the raw mutexes (src/raw/rwlock.rs) but is declared here, so that
-// src/raw/mod.rs, being rewritten on main, needs no change; its types are re-exported below.
-#[path = "raw/rwlock.rs"]
-mod raw_rwlock;
 #[cfg(not(loom))]
 mod rwlock;
 #[cfg(feature = "stats")]
@@ -66,10 +61,6 @@ pub use mutex::{
     HqMappedReentrantMutexGuard, HqMutex, HqMutexGuard, HqReentrantMutex, HqReentrantMutexGuard,
     McsCondvar, McsMappedMutexGuard, McsMappedReentrantMutexGuard, McsMutex, McsMutexGuard,
     McsReentrantMutex, McsReentrantMutexGuard, RawThreadId,
-};
-pub use raw_rwlock::{
-    RawCnaRecursiveRwLock, RawCnaRwLock, RawHqRecursiveRwLock, RawHqRwLock, RawMcsRecursiveRwLock,
-    RawMcsRwLock, RawNumaRwLock, WRITER_STREAK_LIMIT, WriterLock,
 };
 #[cfg(not(loom))]
 pub use rwlock::{
@@ -94,7 +85,7 @@ pub use sync::PathEvent;
 /// The rwlock's biased read path's loom probes.
 #[cfg(loom)]
 #[doc(hidden)]
-pub use raw_rwlock::table::probe as loom_rwlock_probe;
+pub use raw::rwlock::table::probe as loom_rwlock_probe;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use sync::loom_clock;

@@ -3,7 +3,7 @@
 
 use core::num::NonZeroUsize;
 
-use crate::condvar::RawCondvar;
+use crate::raw::RawCondvar;
 use crate::raw::{RawCna, RawHq, RawMcs};
 
 /// A fair FIFO queue lock (MCS) with spin-then-park waiting.

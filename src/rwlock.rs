@@ -4,9 +4,9 @@
 //! Readers of an inflated (once contended) lock write only their own NUMA node's counter;
 //! writers and upgradable readers queue through [`RawMcs`](crate::raw::RawMcs),
 //! [`RawCna`](crate::raw::RawCna) or [`RawHq`](crate::raw::RawHq). See
-//! [`RawNumaRwLock`](crate::RawNumaRwLock) for the protocol and its fairness bounds.
+//! [`RawNumaRwLock`](crate::raw::RawNumaRwLock) for the protocol and its fairness bounds.
 
-use crate::raw_rwlock::{
+use crate::raw::{
     RawCnaRecursiveRwLock, RawCnaRwLock, RawHqRecursiveRwLock, RawHqRwLock, RawMcsRecursiveRwLock,
     RawMcsRwLock,
 };

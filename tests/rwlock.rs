@@ -55,8 +55,8 @@ pub trait Raw:
     const RECURSIVE: bool;
 }
 
-impl<M: numa_locks::WriterLock + 'static, const RECURSIVE: bool> Raw
-    for numa_locks::RawNumaRwLock<M, RECURSIVE>
+impl<M: numa_locks::raw::WriterLock + 'static, const RECURSIVE: bool> Raw
+    for numa_locks::raw::RawNumaRwLock<M, RECURSIVE>
 {
     const RECURSIVE: bool = RECURSIVE;
 }
@@ -208,7 +208,7 @@ pub fn compact_until_contended<R: Raw>() {
         "RwLock<()> is {} bytes",
         std::mem::size_of::<RwLock<R, ()>>()
     );
-    let lock = numa_locks::RawNumaRwLock::<numa_locks::raw::RawCna>::new();
+    let lock = numa_locks::raw::RawNumaRwLock::<numa_locks::raw::RawCna>::new();
     for _ in 0..10 {
         lock.lock_shared();
         unsafe { lock.unlock_shared() };
@@ -586,12 +586,12 @@ macro_rules! rwlock_conformance {
     };
 }
 
-rwlock_conformance!(mcs, numa_locks::RawMcsRwLock);
-rwlock_conformance!(cna, numa_locks::RawCnaRwLock);
-rwlock_conformance!(hq, numa_locks::RawHqRwLock);
-rwlock_conformance!(mcs_recursive, numa_locks::RawMcsRecursiveRwLock);
-rwlock_conformance!(cna_recursive, numa_locks::RawCnaRecursiveRwLock);
-rwlock_conformance!(hq_recursive, numa_locks::RawHqRecursiveRwLock);
+rwlock_conformance!(mcs, numa_locks::raw::RawMcsRwLock);
+rwlock_conformance!(cna, numa_locks::raw::RawCnaRwLock);
+rwlock_conformance!(hq, numa_locks::raw::RawHqRwLock);
+rwlock_conformance!(mcs_recursive, numa_locks::raw::RawMcsRecursiveRwLock);
+rwlock_conformance!(cna_recursive, numa_locks::raw::RawCnaRecursiveRwLock);
+rwlock_conformance!(hq_recursive, numa_locks::raw::RawHqRecursiveRwLock);
 
 /// The aliases exist, are `lock_api` types, and work in statics.
 mod aliases {

@@ -163,11 +163,11 @@ fn check(name: &str, locks: usize, m: &Measured) {
     );
 }
 
-type Rw<R> = numa_locks::lock_api::RwLock<numa_locks::RawNumaRwLock<R>, u64>;
+type Rw<R> = numa_locks::lock_api::RwLock<numa_locks::raw::RawNumaRwLock<R>, u64>;
 
 /// A new lock, inflated as contention inflates it (two readers at once), so that every lock
 /// of the test holds its block whatever the scheduling.
-fn make<R: numa_locks::WriterLock>() -> Rw<R> {
+fn make<R: numa_locks::raw::WriterLock>() -> Rw<R> {
     let lock = Rw::<R>::new(0);
     let (a, b) = (lock.read(), lock.read());
     drop((a, b));
@@ -176,7 +176,7 @@ fn make<R: numa_locks::WriterLock>() -> Rw<R> {
 
 /// One worker's turn on a lock: a read (through the table while the bias is on), a write
 /// (which revokes it), and a read that sees the write.
-fn op<R: numa_locks::WriterLock>(lock: &Rw<R>) {
+fn op<R: numa_locks::raw::WriterLock>(lock: &Rw<R>) {
     let a = *lock.read();
     *lock.write() += 1;
     let b = *lock.read();

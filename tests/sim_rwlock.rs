@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crossbeam_utils::CachePadded;
 use lock_api::{RwLock, RwLockUpgradableReadGuard, RwLockWriteGuard};
-use numa_locks::raw::{RawCna, RawHq, RawMcs};
-use numa_locks::{RawNumaRwLock, WriterLock};
+use numa_locks::raw::{RawCna, RawHq, RawMcs, RawNumaRwLock, WriterLock};
 use numa_sim::{Machine, Simulation, thread};
 
 /// What the lock protects: `words` change one at a time under the write lock (with

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
-use numa_locks::{RawCnaRwLock, RawHqRwLock, RawMcsRwLock};
+use numa_locks::raw::{RawCnaRwLock, RawHqRwLock, RawMcsRwLock};
 use numa_sim::{Access, Machine, Simulation, thread};
 
 use crate::baselines::{Pthread, SpinMcs, StdMutex, Ttas};

@@ -13,13 +13,19 @@
 //! - [`RawHq`]: one queue per NUMA node plus a FIFO of nodes.
 
 mod cna;
+mod condvar;
 mod hq;
 mod mcs;
+pub(crate) mod rwlock;
 
-pub use crate::condvar::RawCondvar;
 pub use cna::RawCna;
+pub use condvar::RawCondvar;
 pub use hq::RawHq;
 pub use mcs::RawMcs;
+pub use rwlock::{
+    RawCnaRecursiveRwLock, RawCnaRwLock, RawHqRecursiveRwLock, RawHqRwLock, RawMcsRecursiveRwLock,
+    RawMcsRwLock, RawNumaRwLock, WRITER_STREAK_LIMIT, WriterLock,
+};
 
 use std::time::Duration;
 

@@ -187,7 +187,6 @@ const REBIAS_INHIBIT: u64 = 9;
 /// in this many such entries, to set the bias again once the inhibition is over.
 const REBIAS_SAMPLE: u32 = 16;
 
-#[path = "rwlock_table.rs"]
 pub(crate) mod table;
 use table::note_probe;
 

@@ -10,12 +10,12 @@ use crate::model;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
-use numa_locks::raw::{RawCna, RawMcs};
-use numa_locks::{RawNumaRwLock, loom_clock, loom_rwlock_probe, topology, tunables};
+use numa_locks::raw::{RawCna, RawMcs, RawNumaRwLock};
+use numa_locks::{loom_clock, loom_rwlock_probe, topology, tunables};
 
 type Shared<M, const R: bool> = Arc<(RawNumaRwLock<M, R>, UnsafeCell<usize>)>;
 
-fn new_shared<M: numa_locks::WriterLock, const R: bool>(inflated: bool) -> Shared<M, R> {
+fn new_shared<M: numa_locks::raw::WriterLock, const R: bool>(inflated: bool) -> Shared<M, R> {
     let shared = Arc::new((RawNumaRwLock::<M, R>::new(), UnsafeCell::new(0usize)));
     if inflated {
         // Two readers at once inflate the lock; the models then start from the inflated state.
@@ -30,14 +30,14 @@ fn new_shared<M: numa_locks::WriterLock, const R: bool>(inflated: bool) -> Share
     shared
 }
 
-fn read<M: numa_locks::WriterLock, const R: bool>(shared: &Shared<M, R>) -> usize {
+fn read<M: numa_locks::raw::WriterLock, const R: bool>(shared: &Shared<M, R>) -> usize {
     shared.0.lock_shared();
     let value = shared.1.with(|v| unsafe { *v });
     unsafe { shared.0.unlock_shared() };
     value
 }
 
-fn write<M: numa_locks::WriterLock, const R: bool>(shared: &Shared<M, R>) {
+fn write<M: numa_locks::raw::WriterLock, const R: bool>(shared: &Shared<M, R>) {
     shared.0.lock_exclusive();
     shared.1.with_mut(|v| unsafe { *v += 1 });
     unsafe { shared.0.unlock_exclusive() };
