@@ -48,7 +48,7 @@ pub(crate) struct QNode {
     /// of slot `s`. Lets whoever passes headship over an abandoned node leave its queues for it.
     pub(crate) hq_slot: AtomicU32,
     /// While the node waits in a condition variable's list: 1, or 2 once notified; 0 otherwise
-    /// (guarded by that condition variable's list lock; see `condvar.rs`).
+    /// (guarded by that condition variable's list lock; see `raw/condvar.rs`).
     pub(crate) cv_queued: AtomicU32,
 }
 

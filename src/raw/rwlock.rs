@@ -16,7 +16,7 @@
 //!   drain    the writer's futex word while it waits for readers to leave; the bias inhibition
 //!   slots    4 cache-padded reader counters per NUMA node (a power of two, at least 2)
 //!
-//! The visible-readers table (one per process, `src/raw/rwlock_table.rs`): a row of 16 words per
+//! The visible-readers table (one per process, `src/raw/rwlock/table.rs`): a row of 16 words per
 //! thread; a biased reader of a lock CASes the entry of its row in the lock's column from 0
 //! to the lock's key.
 //! ```

@@ -15,14 +15,14 @@
 //! The rest of the crate names `cfg(loom)` or `cfg(numa_sim)` only where this module cannot
 //! decide for it, for one of these reasons:
 //! - the `lock_api` impls, the aliases built on them and the size checks beside them (`lib.rs`,
-//!   `raw/mod.rs`, `raw/rwlock.rs`, `condvar.rs`): `cfg(not(loom))`, since a `RawMutex` needs a
-//!   `const` `INIT`, which loom's atomics cannot give;
-//! - the loom probes (`#[cfg(loom)] crate::sync::loom_probe::...`, in `raw/` and `condvar.rs`):
-//!   each marks a handoff path, so that a loom model can show the path is reached; `lib.rs`
-//!   exports them and the model clock to the models in `tests/`;
+//!   `raw/`): `cfg(not(loom))`, since a `RawMutex` needs a `const` `INIT`, which loom's atomics
+//!   cannot give;
+//! - the loom probes (`#[cfg(loom)] crate::sync::loom_probe::...`, in `raw/`): each marks a
+//!   handoff path, so that a loom model can show the path is reached; `lib.rs` exports them and
+//!   the model clock to the models in `tests/`;
 //! - the queue-node registry (`qnode.rs`): loom's atomics belong to one model execution, and a
 //!   simulation keeps the indices it releases to itself;
-//! - the visible-readers table (`raw/rwlock_table.rs`): under loom a table of a few entries made
+//! - the visible-readers table (`raw/rwlock/table.rs`): under loom a table of a few entries made
 //!   per execution, to keep the model small; under numa_sim a thread's row is its hardware
 //!   thread;
 //! - `RawHq`'s model-only constructors and the mode-switch thresholds they set (`raw/hq.rs`), so
@@ -355,7 +355,7 @@ pub mod loom_probe {
 
     /// A probe: `$note()` counts one pass (crate-internal), `$take()` returns the passes since
     /// the last call and restarts the count (for the models). Also used by the rwlock's table
-    /// (`raw::rwlock_table::probe`).
+    /// (`raw::rwlock::table::probe`).
     macro_rules! probe {
         ($(#[$doc:meta])* $count:ident, $note:ident, $take:ident) => {
             static $count: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
