@@ -43,7 +43,8 @@ fn example_binary() -> Option<PathBuf> {
     let sources = [
         "examples/locktorture.rs",
         "examples/locktorture",
-        "examples/common",
+        "numa_bench/src",
+        "numa_bench/Cargo.toml",
         "src",
         "Cargo.toml",
     ];
