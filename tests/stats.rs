@@ -174,7 +174,10 @@ fn forced_wait_is_recorded<R: RawMutex + HasStats + Send + Sync + 'static>() {
         let s = stats::snapshot(&lock);
         assert_eq!((s.acquisitions, s.wait.count()), (2, 2));
         if s.steals + s.contended == 1 {
-            assert!(s.wait.max() > Duration::ZERO, "a contended wait recorded as 0");
+            assert!(
+                s.wait.max() > Duration::ZERO,
+                "a contended wait recorded as 0"
+            );
             // The TSC and the monotonic clock differ by the calibration's error.
             assert!(
                 s.wait.max().mul_f64(CALIBRATION) <= outer,
