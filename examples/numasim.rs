@@ -28,30 +28,11 @@
 //! Without `--cfg numa_sim` the locks use real atomics and cannot be simulated: the example then
 //! only prints how to build it and exits with code 2 (so `cargo build --examples` still works).
 
+// The tool's code lives in numa_bench (harness, workloads, models, report, command line).
 #[cfg(numa_sim)]
-#[path = "numasim/baselines.rs"]
-mod baselines;
+use numa_bench::common;
 #[cfg(numa_sim)]
-#[path = "numasim/cli.rs"]
-mod cli;
-#[cfg(numa_sim)]
-#[path = "common/mod.rs"]
-mod common;
-#[cfg(numa_sim)]
-#[path = "numasim/harness.rs"]
-mod harness;
-#[cfg(numa_sim)]
-#[path = "numasim/kernel.rs"]
-mod kernel;
-#[cfg(numa_sim)]
-#[path = "numasim/report.rs"]
-mod report;
-#[cfg(numa_sim)]
-#[path = "numasim/rwlocks.rs"]
-mod rwlocks;
-#[cfg(numa_sim)]
-#[path = "numasim/workload.rs"]
-mod workload;
+use numa_bench::numasim::{cli, harness, report};
 
 use std::process::ExitCode;
 

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::SystemTime;
 
-#[path = "common/cli.rs"]
-mod cli;
-use cli::{assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir};
+use numa_bench::cli_checks::{
+    assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir,
+};
 
 const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_sec,stddev,\
                           speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct,\
@@ -41,9 +41,9 @@ fn example_binary() -> Option<PathBuf> {
     let built = std::fs::metadata(&binary).ok()?.modified().ok()?;
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let sources = [
-        "examples/locktorture.rs",
         "examples/locktorture",
-        "examples/common",
+        "numa_bench/src",
+        "numa_bench/Cargo.toml",
         "src",
         "Cargo.toml",
     ];

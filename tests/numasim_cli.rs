@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-#[path = "common/cli.rs"]
-mod cli;
-use cli::{assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir};
+use numa_bench::cli_checks::{
+    assert_rejected_output, assert_svg_chart, csv_rows, number, scratch_dir,
+};
 
 const CSV_HEADER: &str = "machine,lock,workload,threads,sim_ops_per_sec,speedup_vs_mcs,\
                           fairness_factor,max_min,remote_handoff_pct,wait_p99_us,host_ms";

@@ -13,33 +13,10 @@ use lock_api::RawMutex;
 use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_sim::{Machine, RunReport, Simulation, thread};
 
-// The `numasim` example's harness, workloads and baseline models, for the headline figures: the
-// test measures exactly what `numasim` prints. (Its command line and output code come along
-// unused.)
-#[allow(dead_code)]
-#[path = "../examples/numasim/baselines.rs"]
-mod baselines;
-#[allow(dead_code)]
-#[path = "../examples/numasim/cli.rs"]
-mod cli;
-#[allow(dead_code)]
-#[path = "../examples/common/mod.rs"]
-mod common;
-#[allow(dead_code)]
-#[path = "../examples/numasim/harness.rs"]
-mod harness;
-#[allow(dead_code)]
-#[path = "../examples/numasim/kernel.rs"]
-mod kernel;
-#[allow(dead_code)]
-#[path = "../examples/numasim/report.rs"]
-mod report;
-#[allow(dead_code)]
-#[path = "../examples/numasim/rwlocks.rs"]
-mod rwlocks;
-#[allow(dead_code)]
-#[path = "../examples/numasim/workload.rs"]
-mod workload;
+// The `numasim` tool's harness, workloads and baseline models (numa_bench, whose `numasim`
+// example prints them), for the headline figures: the test measures exactly what `numasim`
+// prints.
+use numa_bench::numasim::{baselines, cli, harness, kernel, report, rwlocks};
 
 /// The data a critical section protects: two 64-byte lines it writes, the count, and an
 /// "inside" flag that is not atomic, so that two threads inside at once are caught.

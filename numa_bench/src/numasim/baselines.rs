@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use crossbeam_utils::CachePadded;
 use numa_sim::atomic::{AtomicU32, AtomicU64};
 
-use crate::harness::{RunConfig, SimLock};
+use crate::numasim::harness::{RunConfig, SimLock};
 
 /// "No thread": the end of a queue, an empty tail.
 const NONE: u32 = u32::MAX;

@@ -14,7 +14,7 @@
 
 pub use crate::common::workload::XorShift;
 use crate::common::workload::{NIL, check_free_list, free_list_len, fresh_links, kv_key, kv_put};
-use crate::harness::RunConfig;
+use crate::numasim::harness::RunConfig;
 
 /// One simulated 64-byte cache line.
 #[repr(align(64))]

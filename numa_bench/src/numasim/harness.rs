@@ -19,11 +19,13 @@ use numa_locks::raw::{RawCna, RawHq, RawMcs};
 use numa_locks::raw::{RawCnaRwLock, RawHqRwLock, RawMcsRwLock};
 use numa_sim::{Access, Machine, Simulation, thread};
 
-use crate::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
-use crate::cli::{LockKind, WorkloadKind};
-use crate::kernel::{CnaKernel, CnaKernelWoSro, QSpinLock};
-use crate::rwlocks::{PlRwLock, ShardedRw, StdRwLock};
-use crate::workload::{Counter, FreeList, Kv, LockBench, LockTorture, Rw, Workload, XorShift};
+use crate::numasim::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
+use crate::numasim::cli::{LockKind, WorkloadKind};
+use crate::numasim::kernel::{CnaKernel, CnaKernelWoSro, QSpinLock};
+use crate::numasim::rwlocks::{PlRwLock, ShardedRw, StdRwLock};
+use crate::numasim::workload::{
+    Counter, FreeList, Kv, LockBench, LockTorture, Rw, Workload, XorShift,
+};
 
 /// `Head::last_thread` before the first acquisition.
 const NO_THREAD: usize = usize::MAX;
@@ -116,7 +118,7 @@ pub struct RunConfig {
     /// Simulated threads.
     pub threads: usize,
     /// Where they are pinned.
-    pub placement: crate::cli::Placement,
+    pub placement: crate::numasim::cli::Placement,
     /// Critical sections entered before this virtual time (ns) count.
     pub duration_ns: u64,
     /// The simulation's seed.

@@ -59,7 +59,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use crossbeam_utils::CachePadded;
 use numa_sim::atomic::{AtomicU32, AtomicU64};
 
-use crate::harness::{RunConfig, SimLock};
+use crate::numasim::harness::{RunConfig, SimLock};
 
 const LOCKED_VAL: u32 = 1;
 const LOCKED_MASK: u32 = 0xff;

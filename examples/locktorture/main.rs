@@ -45,17 +45,14 @@
 //! (mutual exclusion violated, stuck, or a thread could not be spawned) or the plot could not be
 //! written, 2 bad command line.
 
-// An example's crate root resolves `mod` next to itself (examples/), so name the submodule files.
-#[path = "locktorture/cli.rs"]
+// examples/locktorture/main.rs: cargo's example `locktorture`, its modules beside it.
 mod cli;
-#[path = "common/mod.rs"]
-mod common;
-#[path = "locktorture/harness.rs"]
 mod harness;
-#[path = "locktorture/report.rs"]
 mod report;
-#[path = "locktorture/workload.rs"]
 mod workload;
+
+// What locktorture shares with numasim (command-line pieces, workload helpers, reports, plots).
+use numa_bench::common;
 
 use cli::{Format, Options};
 use harness::{RunConfig, RunResult};

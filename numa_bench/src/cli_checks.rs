@@ -1,6 +1,6 @@
-//! What the tests of the two example tools' command lines share (`locktorture_cli.rs`,
-//! `numasim_cli.rs`, each including this file as its `cli` module): the check of a rejected
-//! command line, reading CSV output, and the check of an SVG chart. How each test runs its
+//! What the tests of the two example tools' command lines share (tests/locktorture_cli.rs and
+//! tests/numasim_cli.rs): the check of a rejected command line, reading CSV output, and the
+//! check of an SVG chart. How each test runs its
 //! tool, and what it expects of the output, stays in its own file.
 
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@ use numa_locks::PathEvent;
 
 use crate::common::plot::{self, Point};
 use crate::common::report::{fairness, remote_handoff_pct, speedups};
-use crate::harness::RunResult;
+use crate::numasim::harness::RunResult;
 
 /// The CSV header, also the table's column names.
 pub const COLUMNS: [&str; 11] = [
@@ -72,7 +72,7 @@ impl Alternation {
             })
             .map(|[acq, _]| *acq)
             .collect();
-        let seconds = alternating.len() as f64 * crate::harness::WINDOW_NS as f64 * 1e-9;
+        let seconds = alternating.len() as f64 * crate::numasim::harness::WINDOW_NS as f64 * 1e-9;
         Some(Alternation {
             time_pct: 100.0 * alternating.len() as f64 / windows.len() as f64,
             ops_per_sec: (!alternating.is_empty())

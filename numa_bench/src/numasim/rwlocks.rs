@@ -20,10 +20,10 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use crossbeam_utils::CachePadded;
 use numa_sim::atomic::{AtomicU32, AtomicU64};
 
-use crate::baselines::{
+use crate::numasim::baselines::{
     FilterOp, ParkingLot, SpinWait, TOKEN_HANDOFF, TOKEN_NORMAL, Ttas, UnparkResult, lock_address,
 };
-use crate::harness::{RunConfig, SimLock};
+use crate::numasim::harness::{RunConfig, SimLock};
 
 /// `RawRwLock::state`: threads are parked on the lock's first key (readers, writers).
 const PARKED_BIT: u64 = 0b0001;
