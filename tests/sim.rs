@@ -720,8 +720,7 @@ fn hq_every_node_gets_a_turn() {
 /// stuck flat crosses in most of them, as MCS does here (92.8% measured). Measured: 20.9%; it
 /// was 2.7% before a flat HqMutex handed off as McsMutex does (open, premarked): its queued
 /// handoffs, which count the streak and the looks at the flat window, are fewer, so the lock
-/// turns hierarchical again later (BENCHMARKS.md, "A flat HqMutex hands off as McsMutex
-/// does").
+/// turns hierarchical again later (docs/DESIGN.md, "Decision record: heads premark").
 #[cfg(not(feature = "stats"))]
 #[test]
 fn hq_tries_the_node_queues_again_after_going_flat() {
@@ -809,7 +808,7 @@ fn reference_run(
 /// The handoff issue's pins (#25), against the kernel's own locks modelled in the same run:
 /// `numasim` at seed 1, default tunables, 10 ms each. Measured values in brackets (2026-11-25).
 /// - X5-4 `counter`: CnaMutex at least `cna-kernel` at 32 and 72 threads (1.26x, 1.17x). At 8
-///   threads it is not (0.82x; BENCHMARKS.md, "Handoffs against the kernel's locks", says why),
+///   threads it is not (0.82x),
 ///   nor on `kv` (0.73-0.88x), so those are not pinned.
 /// - X5-4, 4 threads (one per socket, where HqMutex is flat): HqMutex at least 0.97x
 ///   `cna-kernel` on `kv` (1.01x on the faithful instrument, 2026-11-28). On `counter` it was
@@ -899,7 +898,7 @@ fn handoffs_beat_the_kernels_cna() {
 ///   most 2% on `epyc-2s` (0.87-0.88%) and 2.5% on `epyc9654-2s` (2.10-2.12%: the handoff
 ///   issue's 2% is missed there by 0.1 points since a marked head takes the lock with a store,
 ///   `HANDED`, which ends local turns a little sooner; it was 1.85-1.87%, and the store is worth
-///   1-6% elsewhere: BENCHMARKS.md, "A head that owns its reservation").
+///   1-6% elsewhere: docs/DESIGN.md, "Handoffs: marking, premarking and stealing").
 #[cfg(not(feature = "stats"))]
 #[test]
 fn hq_keeps_handoffs_within_a_ccx_on_amd() {
@@ -1056,7 +1055,7 @@ fn alternation_counts_the_windows_with_few_acquisitions_per_handoff() {
 /// (Until the heads premarked, this compared HqMutex with McsMutex, at 0.9x. Issue 25 sets the
 /// targets against the kernel's locks. While HqMutex reserved its marked handoffs, it made
 /// 3.89 M/s here, 0.78x, and the bound was 0.75x; a flat HqMutex now hands off as McsMutex
-/// does: BENCHMARKS.md, "A flat HqMutex hands off as McsMutex does".)
+/// does: docs/DESIGN.md, "Decision record: heads premark".)
 #[cfg(not(feature = "stats"))]
 #[test]
 fn hq_stays_flat_on_one_node() {
@@ -1086,7 +1085,7 @@ fn hq_stays_flat_on_one_node() {
 /// Measured in brackets: 0.98, 0.86, 1.14, 0.94, 1.02, 0.85, 0.81, 0.88 (0.89 at 4 threads and
 /// 0.91 at 5 while a flat HqMutex reserved its marked handoffs). (Issue 11 pinned 0.95x McsMutex
 /// here, and issue 25's first handoff redesign 0.78x McsMutex; since the heads premark, McsMutex
-/// makes its marked handoffs open (BENCHMARKS.md, "Heads that premark") and runs 14-33% faster
+/// makes its marked handoffs open (docs/DESIGN.md, "Decision record: heads premark") and runs 14-33% faster
 /// at 4-8 threads, so the pin now follows issue 25's targets, set against the kernel's
 /// locks.) At 2-3 threads every
 /// acquisition is a steal. At 5 and 6 threads the nodes have one or two threads each: the
@@ -1131,7 +1130,7 @@ fn hq_keeps_up_with_the_kernels_cna_at_low_contention_on_kunpeng920() {
 }
 
 /// The arrivals' pause phase, which only a machine with one NUMA node gets (`STEAL_TRIES` in
-/// `src/raw/mod.rs`): thread A holds the lock for 4 µs; thread B, on another core of the same
+/// `src/raw/word.rs`): thread A holds the lock for 4 µs; thread B, on another core of the same
 /// X5-4 socket, arrives 0.2 µs in. B's 14 `pause`s and 7 yields take 2.2 µs, so on the
 /// four-socket preset B queues. With that socket alone, as a one-node machine, B keeps pausing
 /// for half the spin time (2.5 µs) after its first yield and steals the lock when A unlocks,
@@ -1843,7 +1842,7 @@ fn rwlock_targets_on_the_x5_4_rw_workload() {
 /// nodes to the secondary queue, and a traced window of 200 µs shows the lock passing between
 /// writers of one node far more often than the stock qspinlock's FIFO passes it (seed 1: 31% of
 /// stock's handoffs local, 100% of `cna-kernel`'s, 55% of `cna-kernel-wo-sro`'s; over whole runs
-/// the variants keep 70–80% local at 32 threads: BENCHMARKS.md, "The faithful instrument").
+/// the variants keep 70–80% local at 32 threads: BENCHMARKS.md, "Validation against the kernel's published runs").
 #[cfg(not(feature = "stats"))]
 #[test]
 fn cna_kernel_orders_its_queue_at_32_threads() {

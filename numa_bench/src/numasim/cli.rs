@@ -252,7 +252,7 @@ LOCKS:
     The rwlocks (mcs-rw ... sharded-rw) take their shared lock for the rw workload's reads and
     their exclusive lock for everything else: with another workload they run as write locks.
     The mutexes take their only lock for the rw workload's reads and writes alike.
-    The models are written for the simulator on numa_sim's atomics (examples/numasim/
+    The models are written for the simulator on numa_sim's atomics (numa_bench/src/numasim/
     kernel.rs, baselines.rs, rwlocks.rs); they are not the real kernel, std or parking_lot code.
 
 WORKLOADS (what one critical section does; every thread stays on its hardware thread, see --placement):

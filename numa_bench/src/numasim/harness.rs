@@ -15,8 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
-use numa_locks::raw::{RawCna, RawHq, RawMcs};
-use numa_locks::raw::{RawCnaRwLock, RawHqRwLock, RawMcsRwLock};
+use numa_locks::raw::{RawCna, RawCnaRwLock, RawHq, RawHqRwLock, RawMcs, RawMcsRwLock};
 use numa_sim::{Access, Machine, Simulation, thread};
 
 use crate::numasim::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
