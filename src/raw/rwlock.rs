@@ -348,7 +348,7 @@ writer_lock!(RawHq);
 /// source for the protocol, its state table and its fairness bounds.
 ///
 /// ```
-/// use numa_locks::RawCnaRwLock;
+/// use numa_locks::raw::RawCnaRwLock;
 ///
 /// assert_eq!(std::mem::size_of::<RawCnaRwLock>(), 8);
 /// let raw = RawCnaRwLock::new();
