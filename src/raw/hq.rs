@@ -77,7 +77,7 @@
 //! consecutive local handoffs so far (below `tunables::hq_local_handoffs() <= 2^24`); for a
 //! flat waiter (no local queue), which has no local handoffs to count, it is the number of
 //! checks of the flat window still to skip (see [`FLAT_CHECKS_SKIPPED`]) and the node slot of
-//! the holder that handed it headship (see [`FROM_SHIFT`]); `streak`
+//! the holder that handed it headship (see `payload::FlatCount`); `streak`
 //! the number of consecutive contended handoffs, saturating at [`HIERARCHICAL_AFTER`]; a
 //! hierarchical holder hands on `HIERARCHICAL_AFTER` plus a *barren score*, which *barren*
 //! turns (one acquisition, nobody of its node queued, or came back for a deferral made at the
@@ -179,6 +179,9 @@
 //!   the unlock.
 
 mod headship;
+mod payload;
+
+use payload::{FlatCount, Payload};
 
 use core::ptr;
 
@@ -264,11 +267,6 @@ impl Deferral {
 /// enough that sustained contention switches within microseconds.
 const HIERARCHICAL_AFTER: u32 = 8;
 
-/// Bits of the `HEAD` payload that hold the local-handoff count; the streak is above them.
-/// `tunables::hq_local_handoffs()` is at most 2^24, so a count below it fits.
-const COUNT_BITS: u32 = 24;
-const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
-
 /// How a hierarchical lock finds that its per-node queues keep nothing local and only cost
 /// every acquisition (one thread per node, say), and goes back to flat. A waiter of a local
 /// queue carries, in its streak, [`HIERARCHICAL_AFTER`] plus a *barren score*: a *barren* turn
@@ -307,26 +305,6 @@ const fn kept_local(streak: u32) -> u32 {
     } else {
         streak
     }
-}
-
-/// In a flat waiter's `HEAD` payload count: the bits above the flat-window looks to skip (at most
-/// [`FLAT_CHECKS_SKIPPED`]) hold the slot of the holder that handed it headship, plus one (0: not
-/// known, as from `unlock`'s deferred handoff or a waiter of a local queue), and above them
-/// [`CROSSED`]. A flat lock turns hierarchical only if one of the contended handoffs of its streak
-/// crossed nodes: with every waiter on one node the per-node queues could keep nothing more local
-/// than the plain queue does, and only cost (docs/DESIGN.md, "Decision record: HQ barren turns").
-const FROM_SHIFT: u32 = 8;
-const SKIP_MASK: u32 = (1 << FROM_SHIFT) - 1;
-const FROM_MASK: u32 = 0x7f;
-const _: () = assert!(FLAT_CHECKS_SKIPPED <= SKIP_MASK && MAX_SLOTS as u32 <= FROM_MASK);
-/// In a flat waiter's `HEAD` payload count: a contended handoff of the current streak crossed
-/// nodes (see [`FROM_SHIFT`]).
-const CROSSED: u32 = (FROM_MASK + 1) << FROM_SHIFT;
-
-/// The `HEAD` payload for `count` consecutive local handoffs and a contended `streak`.
-#[inline]
-const fn handoff_payload(count: u32, streak: u32) -> u32 {
-    count | streak << COUNT_BITS
 }
 
 /// The raw hierarchical queued lock behind [`HqMutex`](crate::HqMutex): 16 bytes, one waiter
@@ -540,7 +518,7 @@ impl NodeQueues {
     }
 
     /// Takes the deferred handoff of `slot`, if there is one: returns `(front, payload)`.
-    fn claim_deferred(&self, slot: usize) -> Option<(u32, u32)> {
+    fn claim_deferred(&self, slot: usize) -> Option<(u32, Payload)> {
         let d = self.deferred.load(Ordering::Relaxed);
         if d == 0 || Deferral::unpack(d).slot != slot {
             return None;
@@ -551,7 +529,7 @@ impl NodeQueues {
             .ok()?;
         let d = Deferral::unpack(d);
         // A claim is a local handoff: one more in the count, one less in the barren score.
-        Some((d.front, handoff_payload(d.count + 1, kept_local(d.streak))))
+        Some((d.front, Payload::new(d.count + 1, kept_local(d.streak))))
     }
 
     /// `unlock`'s part: if the holder deferred a handoff and nobody claimed it, takes it and
@@ -723,7 +701,7 @@ impl RawHq {
             } else {
                 d.streak
             };
-            self.hand_headship(d.front, handoff_payload(0, streak));
+            self.hand_headship(d.front, Payload::new(0, streak));
         }
     }
 }
@@ -741,7 +719,7 @@ fn replace_tail(tail: &AtomicU32, me: u32, to: u32) -> bool {
             .is_ok()
 }
 
-/// A flat waiter's place as its `HEAD` payload carries it (see [`FROM_SHIFT`]): its cache domain
+/// A flat waiter's place as its `HEAD` payload carries it (see `payload::FlatCount`): its cache domain
 /// (on machines with one domain per node, its node), below [`MAX_SLOTS`]. A streak of handoffs
 /// between domains turns the lock hierarchical, so that the local queues keep handoffs within a
 /// domain.

@@ -35,7 +35,7 @@ impl RawHq {
                 // head (a local handoff).
                 node(prev).next.store(me, Ordering::Release);
                 match wait_for_head(my, deadline) {
-                    Some(head) => head_payload = Some(status::payload(head)),
+                    Some(head) => head_payload = Some(Payload::of_status(head)),
                     None => return Queued::Abandoned,
                 }
             } else if let Some((front, payload)) = queues.claim_deferred(slot) {
@@ -56,11 +56,11 @@ impl RawHq {
                     // Release: pairs with the Acquire in `wait_for_next`.
                     node(prev).fifo_next.store(me, Ordering::Release);
                     match wait_for_head(my, deadline) {
-                        Some(head) => status::payload(head),
+                        Some(head) => Payload::of_status(head),
                         None => return Queued::Abandoned,
                     }
                 } else {
-                    0
+                    Payload::FIRST
                 }
             }
         };
@@ -73,13 +73,13 @@ impl RawHq {
         &self,
         me: u32,
         local: Option<Local<'_>>,
-        payload: u32,
+        payload: Payload,
         deadline: Option<u64>,
     ) -> Queued {
         let my = node(me);
         // Wake the likely next head early if it sleeps: our local successor while the count
         // allows a local handoff, else our FIFO successor.
-        let count = payload & COUNT_MASK;
+        let count = payload.count();
         // A flat waiter (no local queue) makes no local handoffs: its limit is never read.
         let limit = local.map_or(u32::MAX, Local::turn_limit);
         let likely = || {
@@ -156,14 +156,22 @@ impl RawHq {
     /// successor we marked while we waited (`marked`), leaving the lock open if `open` (we are
     /// a flat waiter, see `lock_as_head`) and reserved for `next` otherwise; else taking that
     /// mark back first and going through `hand_headship`.
-    pub(super) fn hand_headship_marked(&self, next: u32, payload: u32, marked: u32, open: bool) {
+    pub(super) fn hand_headship_marked(
+        &self,
+        next: u32,
+        payload: Payload,
+        marked: u32,
+        open: bool,
+    ) {
         if next == marked {
             let how = if open {
                 crate::raw::Handoff::Open
             } else {
                 crate::raw::Handoff::Reserved
             };
-            self.core.word.hand_to_marked(node(next), payload, how);
+            self.core
+                .word
+                .hand_to_marked(node(next), payload.bits(), how);
             return;
         }
         if marked != 0 {
@@ -175,8 +183,8 @@ impl RawHq {
     /// Makes `next` head with `payload`. A node whose timed waiter abandoned it is treated as a
     /// head that leaves at once: we leave headship on its behalf (recycling it) and try the next
     /// candidate, until a live waiter is head or nobody waits.
-    pub(super) fn hand_headship(&self, mut next: u32, mut payload: u32) {
-        while !self.core.word.hand_to(node(next), payload) {
+    pub(super) fn hand_headship(&self, mut next: u32, mut payload: Payload) {
+        while !self.core.word.hand_to(node(next), payload.bits()) {
             match self.leave_headship(next, payload, true) {
                 Some((candidate, candidate_payload)) => {
                     (next, payload) = (candidate, candidate_payload)
@@ -192,7 +200,12 @@ impl RawHq {
     /// would have consumed is then cleared). Steps 5 and 6 of the module docs, with no lock and no
     /// choice: a local successor `S` takes our place and keeps our payload (the node's turn
     /// goes on), else the FIFO's next entry becomes head with a fresh count.
-    pub(super) fn leave_headship(&self, me: u32, payload: u32, owned: bool) -> Option<(u32, u32)> {
+    pub(super) fn leave_headship(
+        &self,
+        me: u32,
+        payload: Payload,
+        owned: bool,
+    ) -> Option<(u32, Payload)> {
         let my = node(me);
         // Relaxed: written by the node's owner before the tail swap that published it.
         let slot = my.hq_slot.load(Ordering::Relaxed);
@@ -230,7 +243,7 @@ impl RawHq {
                 node(s).fifo_next.store(front, Ordering::Relaxed);
                 Some((s, payload))
             }
-            None => Some((front, handoff_payload(0, payload >> COUNT_BITS))),
+            None => Some((front, Payload::new(0, payload.streak()))),
         }
     }
 
@@ -261,7 +274,7 @@ impl RawHq {
         &self,
         me: u32,
         local: Option<Local<'_>>,
-        payload: u32,
+        payload: Payload,
         fair: bool,
         limit: u32,
         marked: u32,
@@ -274,17 +287,17 @@ impl RawHq {
                 crate::raw::unmark_next(node(marked));
             }
         };
-        let count = payload & COUNT_MASK;
-        let streak = payload >> COUNT_BITS;
+        let count = payload.count();
+        let streak = payload.streak();
         let stay_local = !fair && count + 1 < limit;
         // A flat waiter's count is the number of flat-window checks still to skip, the slot of
         // the holder that handed it headship and whether its streak crossed nodes (see
         // `FROM_SHIFT`). Our own slot: `numa` is ours, written when we queued.
         let (skip, my_slot, crossed) = if local.is_none() {
             let my_slot = flat_place(my.numa.load(Ordering::Relaxed));
-            let from = (count >> FROM_SHIFT) & FROM_MASK;
-            let crossed = count & CROSSED != 0 || (from != 0 && from - 1 != my_slot);
-            (count & SKIP_MASK, my_slot, crossed)
+            let flat = FlatCount::decode(count);
+            let crossed = flat.crossed || flat.from.is_some_and(|from| from != my_slot);
+            (flat.skip, my_slot, crossed)
         } else {
             (0, 0, false)
         };
@@ -312,7 +325,7 @@ impl RawHq {
                 Some(s) => {
                     let (streak, _) = self.note_contended(streak, skip, nodes_differ);
                     let payload = if stay_local {
-                        handoff_payload(count + 1, kept_local(streak))
+                        Payload::new(count + 1, kept_local(streak))
                     } else {
                         if !fair && let Some(Local { queues, .. }) = local {
                             // Our turn ran to its limit, and `S` is still waiting, as below
@@ -321,7 +334,7 @@ impl RawHq {
                             // where such a lock refines (see `NodeQueues::refine`).
                             queues.refine();
                         }
-                        handoff_payload(0, streak)
+                        Payload::new(0, streak)
                     };
                     self.hand_headship_marked(s, payload, marked, open);
                 }
@@ -345,7 +358,7 @@ impl RawHq {
                 node(s).fifo_next.store(front, Ordering::Relaxed);
                 self.hand_headship_marked(
                     s,
-                    handoff_payload(count + 1, kept_local(streak)),
+                    Payload::new(count + 1, kept_local(streak)),
                     marked,
                     open,
                 );
@@ -361,7 +374,7 @@ impl RawHq {
                 let t = self.fifo_tail.swap(s, Ordering::AcqRel);
                 // Release: pairs with the Acquire in `wait_for_next`.
                 node(t).fifo_next.store(s, Ordering::Release);
-                self.hand_headship_marked(front, handoff_payload(0, streak), marked, open);
+                self.hand_headship_marked(front, Payload::new(0, streak), marked, open);
             }
             None => match local {
                 // The FIFO front is of our own slot (another representative or a flat waiter
@@ -374,7 +387,7 @@ impl RawHq {
                 {
                     self.hand_headship_marked(
                         front,
-                        handoff_payload(count + 1, kept_local(streak)),
+                        Payload::new(count + 1, kept_local(streak)),
                         marked,
                         open,
                     );
@@ -402,16 +415,18 @@ impl RawHq {
                     // A barren turn (without a deferral: a fair unlock, or a limit of 1): ours
                     // was its only acquisition, and nobody of our node is queued.
                     let streak = self.barren_turn(queues, streak);
-                    self.hand_headship_marked(front, handoff_payload(0, streak), marked, open);
+                    self.hand_headship_marked(front, Payload::new(0, streak), marked, open);
                 }
-                Some(_) => {
-                    self.hand_headship_marked(front, handoff_payload(0, streak), marked, open)
-                }
+                Some(_) => self.hand_headship_marked(front, Payload::new(0, streak), marked, open),
                 None => {
                     // A streak that starts again forgets where it went.
-                    let crossed = if crossed && streak > 0 { CROSSED } else { 0 };
-                    let count = skip | (my_slot + 1) << FROM_SHIFT | crossed;
-                    self.hand_headship_marked(front, handoff_payload(count, streak), marked, open);
+                    let count = FlatCount {
+                        skip,
+                        from: Some(my_slot),
+                        crossed: crossed && streak > 0,
+                    }
+                    .encode();
+                    self.hand_headship_marked(front, Payload::new(count, streak), marked, open);
                 }
             },
         }
