@@ -3,7 +3,7 @@
 //! A forgotten guard is a lock that truly never moves, so "exactly one report, naming the holder"
 //! holds on any machine, however threads are scheduled. That a long but moving queue reports
 //! nothing needs exact time (the holders must keep making progress within the threshold), so it
-//! is asserted in the simulator (`tests/sim.rs`); here it is checked with wide margins only.
+//! is asserted in the simulator (`tests/sim`); here it is checked with wide margins only.
 #![cfg(all(feature = "lockup", not(loom)))]
 
 mod common;

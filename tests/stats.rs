@@ -3,7 +3,7 @@
 //! On real threads only what no scheduler can break is asserted: counts equal to the test's own
 //! count, and lower bounds (a critical section that busy-waits until its own clock has advanced
 //! by H holds the lock at least H). Exact percentiles are checked on `Histogram` itself with
-//! injected values, and on the simulator (`tests/sim.rs`), where time is virtual and exact.
+//! injected values, and on the simulator (`tests/sim`), where time is virtual and exact.
 #![cfg(all(feature = "stats", not(loom)))]
 
 use std::sync::{Arc, Barrier};

@@ -1,6 +1,6 @@
 //! The `numasim` tool: this crate's locks and models of the kernel's and user-space locks on a
 //! simulated multi-socket machine (`numa_sim`), deterministic. The `numasim` example is its
-//! `main`; tests/sim.rs checks the headline figures with the same harness and workloads.
+//! `main`; tests/sim checks the headline figures with the same harness and workloads.
 
 pub mod baselines;
 pub mod cli;

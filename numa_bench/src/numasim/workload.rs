@@ -99,7 +99,7 @@ pub trait Workload: Send + 'static {
     fn check(&self, entries: u64) -> Result<(), String>;
 }
 
-/// `counter`, the reference (the same as tests/sim.rs): `count += 1` on 2 protected lines (the
+/// `counter`, the reference (the same as tests/sim): `count += 1` on 2 protected lines (the
 /// harness's head line and one more), each read (the loads issued together) and then written,
 /// 50 ns of work inside, 200 ns outside.
 pub struct Counter {

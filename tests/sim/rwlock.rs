@@ -1,10 +1,7 @@
 //! The rwlocks on a simulated multi-socket machine (`numa_sim`): the real lock code under
 //! shuttle's random and PCT schedules, with 8 and 16 threads over the X5-4's 4 sockets.
-//!
-//! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim_rwlock --target-dir
-//! target/sim`.
-#![cfg(numa_sim)]
 
+use crate::tunables;
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -236,6 +233,7 @@ fn longest_wait_with<M: WriterLock + 'static>(hogs_read: bool, rounds: u32, thre
 /// writers and the one inside: bounded writer preference.
 #[test]
 fn unfairness_is_bounded_both_ways() {
+    let _tunables = tunables();
     for (name, writer_wait, reader_wait) in [
         (
             "cna",
@@ -457,6 +455,7 @@ fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
 /// alone scale, at 95 % reads the NUMA rwlocks are 5x the one-word model, writers' p99 wait.
 #[test]
 fn read_mostly_table_on_x5_4() {
+    let _tunables = tunables();
     type Cna = RwLock<RawNumaRwLock<RawCna>, ()>;
     type Hq = RwLock<RawNumaRwLock<RawHq>, ()>;
     type Mcs = RwLock<RawNumaRwLock<RawMcs>, ()>;
@@ -499,7 +498,7 @@ fn read_mostly_table_on_x5_4() {
     // hq-rw was 2.6 before a head handed the lock by a marking holder took it with a plain
     // store (`HANDED`, #25): writers hand `M` over sooner, so readers get in between two writers
     // less often (numasim `rw` at 95 % reads, 10 ms, seeds 1-3: hq-rw -3 to -12 %, still 6.0-16.5x
-    // the better of the pl-rwlock and std-rwlock models, which `tests/sim.rs` pins; at 0 % reads
+    // the better of the pl-rwlock and std-rwlock models, which the `locks` module pins; at 0 % reads
     // +7 to +16 %). The one-RMW release with its queueing rule (#25: an arrival leaves a free
     // lock to the queue's head) took it to 2.0 here (numasim `rw` at 95 %, 72 threads, 10 ms,
     // seeds 1-3: 0.91-1.00 of before, still 14-15x the better rwlock model on seeds 1-2 and

@@ -1,9 +1,7 @@
 //! The locks on a simulated multi-socket machine (`numa_sim`): the real lock code, unchanged,
 //! in virtual time and under randomized schedules.
-//!
-//! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
-#![cfg(numa_sim)]
 
+use crate::tunables;
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -448,24 +446,6 @@ fn measure_phased<R: RawMutex + Send + Sync + 'static>(
     measured
 }
 
-/// The tunables are process-wide and cargo runs tests on several threads: every test whose
-/// figures depend on them holds this, with the defaults restored on both ends.
-static TUNABLES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-struct Tunables(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
-
-fn tunables() -> Tunables {
-    let guard = TUNABLES.lock().unwrap_or_else(|e| e.into_inner());
-    numa_locks::tunables::reset_defaults();
-    Tunables(guard)
-}
-
-impl Drop for Tunables {
-    fn drop(&mut self) {
-        numa_locks::tunables::reset_defaults();
-    }
-}
-
 /// The hardware threads of `threads` threads spread over `machine` (used by the locality test,
 /// which runs without feature `stats`).
 #[cfg(not(feature = "stats"))]
@@ -570,7 +550,7 @@ fn hq_oldest_node_bypass_bound() {
 /// The same bound for a waiter of another cache domain of the same node (#26): 3 threads of one
 /// CCX keep taking the lock while a thread of a second CCX of the same socket arrives, whether
 /// the lock's local queues are per node or per domain by then. Without feature `stats` (as in
-/// tests/sim_domains.rs before): with its counters' extra accesses, on the `epyc9654-2s` the
+/// the `domains` module before): with its counters' extra accesses, on the `epyc9654-2s` the
 /// three CCX threads never took 4 turns ahead of an arrival, and the check that the run is not
 /// vacuous failed.
 #[cfg(not(feature = "stats"))]

@@ -1,12 +1,9 @@
 //! Cache domains in numa_sim: `HqMutex`'s per-lock state (many locks, each contended by one
 //! thread per NUMA node or cache domain until it goes hierarchical, each holding at most 1 KiB).
-//! The bound on how long a waiter of another domain waits is in tests/sim.rs, beside the bound
+//! The bound on how long a waiter of another domain waits is in the `locks` module, beside the bound
 //! for another node.
-//!
-//! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim_domains --target-dir
-//! target/sim`.
-#![cfg(numa_sim)]
 
+use crate::tunables;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -87,6 +84,7 @@ fn check(name: &str, locks: usize, found: Found) {
 /// The measurement: 100,000 locks contended across the 4 NUMA nodes of the `x5-4`.
 #[test]
 fn hundred_thousand_locks_on_four_nodes_within_a_kib_each() {
+    let _tunables = tunables();
     let machine = Machine::by_name("x5-4").unwrap();
     const LOCKS: usize = 100_000;
     let found = contend(machine, one_per_place(machine, 4), LOCKS, 64);
@@ -111,6 +109,7 @@ fn one_per_domain(machine: &'static Machine, count: usize) -> Vec<usize> {
 /// both sockets of the `epyc9654-2s` (12 domains per socket, so per-domain slots are in use).
 #[test]
 fn locks_on_two_sockets_of_twelve_domains_within_a_kib_each() {
+    let _tunables = tunables();
     let machine = Machine::by_name("epyc9654-2s").unwrap();
     const LOCKS: usize = 10_000;
     let found = contend(machine, one_per_domain(machine, 4), LOCKS, 64);

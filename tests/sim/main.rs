@@ -1,0 +1,32 @@
+//! The locks on a simulated multi-socket machine (`numa_sim`): the real lock code, unchanged, in
+//! virtual time and under randomized schedules. One test binary, a module per subject:
+//!
+//! - `locks`: the mutexes (locality, bypass bounds, the handoff issue's pins, the validation
+//!   against the kernel's published runs, random and PCT schedules);
+//! - `rwlock`: the rwlocks (random and PCT schedules, unfairness bounds, a read-mostly table);
+//! - `domains`: HqMutex's per-lock memory with per-node and per-domain queues.
+//!
+//! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
+#![cfg(numa_sim)]
+
+mod domains;
+mod locks;
+mod rwlock;
+
+/// The tunables are process-wide and cargo runs tests on several threads: every test whose
+/// figures depend on them holds this, with the defaults restored on both ends.
+static TUNABLES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct Tunables(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+fn tunables() -> Tunables {
+    let guard = TUNABLES.lock().unwrap_or_else(|e| e.into_inner());
+    numa_locks::tunables::reset_defaults();
+    Tunables(guard)
+}
+
+impl Drop for Tunables {
+    fn drop(&mut self) {
+        numa_locks::tunables::reset_defaults();
+    }
+}
