@@ -12,9 +12,8 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,73 +22,9 @@ use common::{HANG_BOUND, Handoffs, serial};
 use numa_locks::raw::RawHq;
 use numa_locks::{HqMutex, topology, tunables};
 
-// ---------------------------------------------------------------------------------------------
-// A counting allocator: live bytes and allocations process-wide, allocations per thread.
-
-struct Counting;
-
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-static LIVE_ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// Allocations made by this thread (const-initialized, no destructor: usable in `alloc`).
-    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note_alloc(size: usize) {
-    LIVE_BYTES.fetch_add(size, Ordering::Relaxed);
-    LIVE_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    let _ = THREAD_ALLOCS.try_with(|n| n.set(n.get() + 1));
-}
-
-fn note_dealloc(size: usize) {
-    LIVE_BYTES.fetch_sub(size, Ordering::Relaxed);
-    LIVE_ALLOCS.fetch_sub(1, Ordering::Relaxed);
-}
-
-// SAFETY: forwards every call to `System` unchanged; the counters have no effect on memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            note_alloc(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            note_alloc(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note_dealloc(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            note_dealloc(layout.size());
-            note_alloc(new_size);
-        }
-        p
-    }
-}
-
+// The counting allocator: live bytes and allocations, allocations per thread.
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn thread_allocs() -> u64 {
-    THREAD_ALLOCS.with(Cell::get)
-}
+static ALLOCATOR: common::alloc::Counting = common::alloc::Counting;
 
 // ---------------------------------------------------------------------------------------------
 
@@ -395,7 +330,7 @@ fn uncontended_lock_never_allocates() {
     // The thread's one-time setup (with feature `lockup`, its entry in the thread registry) is
     // not the lock's: do it first.
     drop(HqMutex::new(()).lock());
-    let before = thread_allocs();
+    let before = common::alloc::thread_allocs();
     {
         let m = HqMutex::new(5u32);
         for _ in 0..1_000 {
@@ -405,7 +340,11 @@ fn uncontended_lock_never_allocates() {
         lock_api::MutexGuard::unlock_fair(m.lock());
         assert_eq!(*m.lock(), 2_005);
     }
-    assert_eq!(thread_allocs(), before, "an uncontended HqMutex allocated");
+    assert_eq!(
+        common::alloc::thread_allocs(),
+        before,
+        "an uncontended HqMutex allocated"
+    );
 }
 
 /// The bound on the per-lock state: at most 1 KiB for each lock that was ever contended,
@@ -488,10 +427,8 @@ fn contend_locks(locks: usize, workers: usize) -> Contended {
         drop(round());
     }
     let live = || {
-        (
-            LIVE_ALLOCS.load(Ordering::SeqCst),
-            LIVE_BYTES.load(Ordering::SeqCst),
-        )
+        let (bytes, allocs) = common::alloc::live();
+        (allocs, bytes)
     };
     let mut all = Vec::with_capacity(locks);
     let (base_allocs, base_bytes) = live();
@@ -582,18 +519,7 @@ fn check_contended(locks: usize, c: &Contended) {
         c.live_bytes_per_lock
     );
     // A little slack for allocations made once by the runtime (not per lock).
-    assert!(
-        c.allocs.1 <= c.allocs.0 + 16,
-        "live allocations {} -> {}",
-        c.allocs.0,
-        c.allocs.1
-    );
-    assert!(
-        c.bytes.1 <= c.bytes.0 + 16 * 1024,
-        "live bytes {} -> {}",
-        c.bytes.0,
-        c.bytes.1
-    );
+    common::alloc::assert_freed("HqMutex", c.allocs, c.bytes, 16, 16 * 1024);
 }
 
 /// The `stats` counters agree with what the critical sections saw.

@@ -4,40 +4,16 @@
 //! with a counting allocator while 100,000 locks, each read and written by 4 threads on 4
 //! virtual nodes, are alive at once; all of it is freed with the locks.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 
 use numa_locks::{CnaRwLock, HqRwLock, topology};
 
-struct Counting;
+mod common;
 
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-static LIVE_ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to `System` unchanged; the counters have no effect on memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-            LIVE_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        LIVE_ALLOCS.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
+// The counting allocator: live bytes and allocations.
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: common::alloc::Counting = common::alloc::Counting;
 
 /// One test at a time: the allocator's counts are process-wide.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -106,17 +82,14 @@ where
     };
     // Warm-up: thread-locals, table rows, queue nodes.
     drop(round((0..BATCH).map(|_| make()).collect()));
-    let before = (
-        LIVE_BYTES.load(Ordering::Relaxed),
-        LIVE_ALLOCS.load(Ordering::Relaxed),
-    );
+    let before = common::alloc::live();
     let mut all: Vec<Vec<L>> = Vec::with_capacity(locks / BATCH);
     for _ in 0..locks / BATCH {
         // The batch's vector is made before the count and kept: its bytes are the locks'
         // own (`size_of::<L>()` each), counted too.
         all.push(round((0..BATCH).map(|_| make()).collect()));
     }
-    let alive = LIVE_BYTES.load(Ordering::Relaxed);
+    let alive = common::alloc::live().0;
     let inflated = all.iter().flatten().filter(|l| inflated(l)).count();
     let bytes_per_lock = alive.saturating_sub(before.0) / locks;
     drop(all);
@@ -126,8 +99,8 @@ where
     Measured {
         inflated,
         bytes_per_lock,
-        bytes: (before.0, LIVE_BYTES.load(Ordering::Relaxed)),
-        allocs: (before.1, LIVE_ALLOCS.load(Ordering::Relaxed)),
+        bytes: (before.0, common::alloc::live().0),
+        allocs: (before.1, common::alloc::live().1),
     }
 }
 
@@ -149,18 +122,7 @@ fn check(name: &str, locks: usize, m: &Measured) {
     );
     // A little slack for allocations made once (not per lock): the runtime's, and a chunk of
     // the queue-node registry (256 nodes of 128 bytes, never freed by design).
-    assert!(
-        m.allocs.1 <= m.allocs.0 + 16,
-        "{name}: live allocations {} -> {}",
-        m.allocs.0,
-        m.allocs.1
-    );
-    assert!(
-        m.bytes.1 <= m.bytes.0 + 48 * 1024,
-        "{name}: live bytes {} -> {}",
-        m.bytes.0,
-        m.bytes.1
-    );
+    common::alloc::assert_freed(name, m.allocs, m.bytes, 16, 48 * 1024);
 }
 
 type Rw<R> = numa_locks::lock_api::RwLock<numa_locks::raw::RawNumaRwLock<R>, u64>;

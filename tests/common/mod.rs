@@ -1,4 +1,5 @@
-//! The real-thread locality measurement shared by `cna.rs` and `hq.rs`.
+//! What the test binaries share: the real-thread locality measurement of `cna.rs` and `hq.rs`,
+//! and (`alloc`) the counting allocator of the memory tests.
 //!
 //! Threads on virtual NUMA nodes take the lock in a loop; inside the critical section each one
 //! records its node, so the protected data counts how many handoffs crossed nodes. What such a
@@ -7,6 +8,8 @@
 //! two locks measured in the same run with a wide margin; the strict figures are `#[ignore]`d
 //! tests that `.ci/run` runs for their report only (the deterministic simulator asserts them).
 #![allow(dead_code)] // each test binary uses a part
+
+pub mod alloc;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
