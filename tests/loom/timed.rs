@@ -271,6 +271,51 @@ fn hq_abandoned_fifo_entry() {
 
 use numa_locks::raw::{QueueLock, RawCondvar};
 
+/// A mutex, a condvar of its kind, and (threads counted, flag) under the mutex.
+type FlagShared<L> = Arc<(L, RawCondvar<L>, UnsafeCell<(usize, bool)>)>;
+
+/// Spawns two waiters that each count themselves (+1), wait on the condvar for the flag, then
+/// add 10 and release; returns once both have counted themselves (and so are waiting or about
+/// to), with the mutex held by the caller.
+fn two_flag_waiters<L: Raw + QueueLock>(
+    new: fn() -> L,
+) -> (FlagShared<L>, Vec<thread::JoinHandle<()>>) {
+    let shared: FlagShared<L> = Arc::new((
+        new(),
+        RawCondvar::<L>::new(),
+        UnsafeCell::new((0usize, false)),
+    ));
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.0.lock();
+                shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
+                while !shared.2.with(|s| unsafe { (*s).1 }) {
+                    unsafe { shared.1.wait(&shared.0) };
+                }
+                shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
+                unsafe { shared.0.unlock() };
+            })
+        })
+        .collect();
+    lock_when(&shared.0, || shared.2.with(|s| unsafe { (*s).0 }) == 2);
+    (shared, waiters)
+}
+
+/// Takes `lock` and returns holding it once `ready` (read under it) holds, yielding between
+/// tries.
+fn lock_when<L: Raw>(lock: &L, ready: impl Fn() -> bool) {
+    loop {
+        lock.lock();
+        if ready() {
+            return;
+        }
+        unsafe { lock.unlock() };
+        thread::yield_now();
+    }
+}
+
 /// A waiter waits for a flag that another thread sets under the mutex and then notifies, with
 /// the notify before or after the unlock: whatever the interleaving (the notify landing before
 /// the waiter is in the list, between its append and its release of the mutex, or after), the
@@ -369,34 +414,7 @@ fn mcs_condvar_notify_all_wakes_behind_holder() {
     tunables::set_stealing(false).unwrap();
     model(1, || {
         loom_clock::reset(0);
-        let shared = Arc::new((
-            RawMcs::new(),
-            RawCondvar::<RawMcs>::new(),
-            UnsafeCell::new((0usize, false)),
-        ));
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let shared = shared.clone();
-                thread::spawn(move || {
-                    shared.0.lock();
-                    shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
-                    while !shared.2.with(|s| unsafe { (*s).1 }) {
-                        unsafe { shared.1.wait(&shared.0) };
-                    }
-                    shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
-                    unsafe { shared.0.unlock() };
-                })
-            })
-            .collect();
-        // Wait until both are waiting (each counted itself before waiting).
-        loop {
-            shared.0.lock();
-            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
-                break;
-            }
-            unsafe { shared.0.unlock() };
-            thread::yield_now();
-        }
+        let (shared, waiters) = two_flag_waiters(RawMcs::new);
         shared.2.with_mut(|s| unsafe { (*s).1 = true });
         assert_eq!(shared.1.notify_all(), 2);
         unsafe { shared.0.unlock() };
@@ -416,34 +434,7 @@ fn mcs_condvar_notify_all_wakes_behind_holder() {
 /// once, and the mutex ends free.
 fn cv_notify_all_wakes_both<L: Raw + QueueLock>(new: fn() -> L, notify_under_lock: bool) {
     loom_clock::reset(0);
-    let shared = Arc::new((
-        new(),
-        RawCondvar::<L>::new(),
-        UnsafeCell::new((0usize, false)),
-    ));
-    let waiters: Vec<_> = (0..2)
-        .map(|_| {
-            let shared = shared.clone();
-            thread::spawn(move || {
-                shared.0.lock();
-                shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
-                while !shared.2.with(|s| unsafe { (*s).1 }) {
-                    unsafe { shared.1.wait(&shared.0) };
-                }
-                shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
-                unsafe { shared.0.unlock() };
-            })
-        })
-        .collect();
-    // Wait until both are waiting (each counted itself before waiting).
-    loop {
-        shared.0.lock();
-        if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
-            break;
-        }
-        unsafe { shared.0.unlock() };
-        thread::yield_now();
-    }
+    let (shared, waiters) = two_flag_waiters(new);
     shared.2.with_mut(|s| unsafe { (*s).1 = true });
     let notified = if notify_under_lock {
         let n = shared.1.notify_all();
@@ -506,33 +497,7 @@ fn mcs_condvar_notify_one_around_the_unlock() {
     tunables::set_stealing(false).unwrap();
     model(1, || {
         loom_clock::reset(0);
-        let shared = Arc::new((
-            RawMcs::new(),
-            RawCondvar::<RawMcs>::new(),
-            UnsafeCell::new((0usize, false)),
-        ));
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let shared = shared.clone();
-                thread::spawn(move || {
-                    shared.0.lock();
-                    shared.2.with_mut(|s| unsafe { (*s).0 += 1 });
-                    while !shared.2.with(|s| unsafe { (*s).1 }) {
-                        unsafe { shared.1.wait(&shared.0) };
-                    }
-                    shared.2.with_mut(|s| unsafe { (*s).0 += 10 });
-                    unsafe { shared.0.unlock() };
-                })
-            })
-            .collect();
-        loop {
-            shared.0.lock();
-            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
-                break;
-            }
-            unsafe { shared.0.unlock() };
-            thread::yield_now();
-        }
+        let (shared, waiters) = two_flag_waiters(RawMcs::new);
         shared.2.with_mut(|s| unsafe { (*s).1 = true });
         assert!(shared.1.notify_one());
         unsafe { shared.0.unlock() };
@@ -590,14 +555,7 @@ fn mcs_condvar_timed_waiter_races_the_second_notify() {
                 timed_out
             })
         };
-        loop {
-            shared.0.lock();
-            if shared.2.with(|s| unsafe { (*s).0 }) == 2 {
-                break;
-            }
-            unsafe { shared.0.unlock() };
-            thread::yield_now();
-        }
+        lock_when(&shared.0, || shared.2.with(|s| unsafe { (*s).0 }) == 2);
         shared.2.with_mut(|s| unsafe { (*s).1 = true });
         // Under the mutex: the first waiter leaves the list, then the second (if it is still
         // in the list).
