@@ -18,7 +18,10 @@
 //!   deadlock / lost wake-up.
 //!
 //! Outside a simulation every function here is the plain platform operation, so code built
-//! against this crate also runs on real threads.
+//! against this crate also runs on real threads; but the futex, which this crate does not
+//! emulate: outside a simulation [`futex_wait`] returns at once and [`futex_wake`] does
+//! nothing. Code that sleeps on real threads checks [`in_simulation`] and calls its own
+//! platform futex otherwise (numa_locks does).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -223,9 +226,13 @@ pub fn spin_deadline(deadline_ns: u64) {
 /// value is no longer `expected` it returns (as Linux does after its check); otherwise it costs
 /// the rest of the machine's `futex_wait` and the thread parks (FIFO per address) until woken
 /// (it then runs `wake_latency` after the wake) or until its deadline.
+///
+/// Outside a simulation it returns at once (a spurious return): this crate emulates no real
+/// futex, see the crate doc.
 pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u64>) {
     let Some(cell) = engine::active() else {
-        host::futex_wait(word, expected, deadline_ns);
+        // Outside a simulation: a spurious return, which the contract allows (see the crate
+        // doc: the caller's own platform futex sleeps on real threads).
         return;
     };
     let addr = word as *const atomic::AtomicU32 as usize;
@@ -285,10 +292,10 @@ pub fn futex_wait(word: &atomic::AtomicU32, expected: u32, deadline_ns: Option<u
 /// Wakes up to `count` threads sleeping in [`futex_wait`] on `word` (oldest first). The
 /// address is not dereferenced. Simulated: the waker pays the machine's `futex_wake` if it woke
 /// someone, its `syscall` if nobody slept on the word; each woken thread runs `wake_latency`
-/// after the wake.
+/// after the wake. Outside a simulation it does nothing.
 pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
     let Some(cell) = engine::active() else {
-        host::futex_wake(word);
+        // Outside a simulation nobody sleeps in this crate's futex_wait.
         return;
     };
     // A system call: the waker's buffered stores commit first.

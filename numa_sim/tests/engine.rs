@@ -852,3 +852,18 @@ fn instructions_cost_issue_time() {
         );
     }
 }
+
+/// Outside a simulation the futex is not emulated: a wait whose word still holds the expected
+/// value returns at once (a spurious return, which the contract allows), and a wake is a no-op.
+/// Code that sleeps on real threads brings its own platform futex.
+#[test]
+fn futex_outside_a_simulation_returns_at_once() {
+    let word = AtomicU32::new(7);
+    assert!(!numa_sim::in_simulation());
+    let started = std::time::Instant::now();
+    numa_sim::futex_wait(&word, 7, None);
+    numa_sim::futex_wake(&word, u32::MAX);
+    // Returned without sleeping (no deadline was given, so a sleep would never have ended).
+    assert_eq!(word.load(Relaxed), 7);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

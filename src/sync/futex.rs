@@ -15,73 +15,94 @@
 //! - loom: the same table on loom's mutex and condvar. Loom does not model time, so a wait with a
 //!   deadline returns at once (a spurious return, which callers handle) and the models make
 //!   time pass with `loom_clock`;
-//! - numa_sim: the simulator's futex model (a sleep in virtual time, with a wake-up latency).
+//! - numa_sim: inside a simulation, the simulator's futex model (a sleep in virtual time, with a
+//!   wake-up latency); outside one (real threads running a `--cfg numa_sim` build), the
+//!   platform's backend above. The simulator keeps no futex emulation of its own.
 
 use super::AtomicU32;
 
 #[cfg(numa_sim)]
 pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) {
-    numa_sim::futex_wait(word, expected, deadline_ns);
+    if numa_sim::in_simulation() {
+        numa_sim::futex_wait(word, expected, deadline_ns);
+    } else {
+        platform::futex_wait(word, expected, deadline_ns);
+    }
 }
 
 #[cfg(numa_sim)]
 pub(crate) fn futex_wake(word: *const AtomicU32) {
-    numa_sim::futex_wake(word, u32::MAX);
+    if numa_sim::in_simulation() {
+        numa_sim::futex_wake(word, u32::MAX);
+    } else {
+        platform::futex_wake(word);
+    }
 }
 
-#[cfg(all(target_os = "linux", not(loom), not(numa_sim)))]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) {
-    let timeout = match deadline_ns {
-        None => None,
-        Some(deadline) => {
-            let left = deadline.saturating_sub(super::now_ns());
-            if left == 0 {
-                return;
+#[cfg(not(numa_sim))]
+pub(crate) use platform::{futex_wait, futex_wake};
+
+#[cfg(all(target_os = "linux", not(loom)))]
+use linux as platform;
+
+#[cfg(any(not(target_os = "linux"), loom))]
+use emulated as platform;
+
+#[cfg(all(target_os = "linux", not(loom)))]
+mod linux {
+    //! The `futex` system call on a private futex.
+    use super::AtomicU32;
+
+    pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, deadline_ns: Option<u64>) {
+        let timeout = match deadline_ns {
+            None => None,
+            Some(deadline) => {
+                let left = deadline.saturating_sub(super::super::now_ns());
+                if left == 0 {
+                    return;
+                }
+                Some(libc::timespec {
+                    tv_sec: (left / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (left % 1_000_000_000) as libc::c_long,
+                })
             }
-            Some(libc::timespec {
-                tv_sec: (left / 1_000_000_000) as libc::time_t,
-                tv_nsec: (left % 1_000_000_000) as libc::c_long,
-            })
+        };
+        let timeout_ptr = timeout
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: FUTEX_WAIT reads the 32-bit word at a valid, aligned address (we hold a
+        // reference to it) and compares it with `expected` atomically with going to sleep.
+        // `timeout_ptr` is null (no timeout) or points to a timespec that lives until the call
+        // returns; FUTEX_WAIT takes it as a relative time. Errors (EAGAIN: value changed, EINTR,
+        // ETIMEDOUT) are returns that every caller handles by re-checking its condition.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                timeout_ptr,
+            );
         }
-    };
-    let timeout_ptr = timeout
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT reads the 32-bit word at a valid, aligned address (we hold a reference
-    // to it) and compares it with `expected` atomically with going to sleep. `timeout_ptr` is null
-    // (no timeout) or points to a timespec that lives until the call returns; FUTEX_WAIT takes it
-    // as a relative time. Errors (EAGAIN: value changed, EINTR, ETIMEDOUT) are returns that every
-    // caller handles by re-checking its condition.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            timeout_ptr,
-        );
+    }
+
+    pub(crate) fn futex_wake(word: *const AtomicU32) {
+        // SAFETY: FUTEX_WAKE on a private futex only hashes the address; it never reads the
+        // memory, so an address whose owner has moved on is harmless (at worst a spurious wake of
+        // a thread that re-checks its condition). Under `--cfg numa_sim` the atomic is
+        // `repr(transparent)` over std's, so the address is the one FUTEX_WAIT slept on.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word,
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
     }
 }
 
-#[cfg(all(target_os = "linux", not(loom), not(numa_sim)))]
-pub(crate) fn futex_wake(word: *const AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a private futex only hashes the address; it never reads the memory,
-    // so an address whose owner has moved on is harmless (at worst a spurious wake of a thread
-    // that re-checks its condition).
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word,
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
-    }
-}
-
-#[cfg(all(any(not(target_os = "linux"), loom), not(numa_sim)))]
-pub(crate) use emulated::{futex_wait, futex_wake};
-
-#[cfg(all(any(not(target_os = "linux"), loom), not(numa_sim)))]
+#[cfg(any(not(target_os = "linux"), loom))]
 mod emulated {
     //! Futex emulation: buckets of (mutex, condvar) keyed by the word's address.
     //!

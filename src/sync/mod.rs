@@ -10,7 +10,8 @@
 //! - loom model checking (`--cfg loom`): loom's atomics, time from [`loom_clock`], parking
 //!   emulated on loom's condvar;
 //! - a simulated machine (`--cfg numa_sim`): `numa_sim`'s atomics (native size, each access
-//!   costed), virtual time, `numa_sim`'s futex model.
+//!   costed), virtual time, `numa_sim`'s futex model; outside a simulation (real threads running
+//!   such a build) the real-thread futex above, since the simulator emulates none.
 //!
 //! The rest of the crate names `cfg(loom)` or `cfg(numa_sim)` only where this module cannot
 //! decide for it, for one of these reasons:

@@ -1948,3 +1948,68 @@ fn workloads_and_the_lockbench_validation_rows() {
     assert!((0.7 * 2.9..=1.3 * 2.9).contains(&issue_201), "{issue_201}");
     assert!((0.7 * 3.6..=1.3 * 3.6).contains(&issue_418), "{issue_418}");
 }
+
+/// A `--cfg numa_sim` build on real threads, outside any simulation: waiters that run out of
+/// spinning park on the platform's futex (the simulator emulates none), and are woken. More
+/// threads than cores and a holder that sleeps inside its critical section make waiters park;
+/// the count proves mutual exclusion, and a timed attempt on a held lock times out.
+fn parks_outside_a_simulation<R: RawMutex + Send + Sync + 'static>() {
+    const THREADS: u64 = 6;
+    const ROUNDS: u64 = 40;
+    assert!(!numa_sim::in_simulation());
+    let lock = Arc::new(lock_api::Mutex::<R, u64>::new(0));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let lock = Arc::clone(&lock);
+            std::thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    let mut count = lock.lock();
+                    *count += 1;
+                    if round % 8 == 0 {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(*lock.lock(), THREADS * ROUNDS);
+}
+
+#[test]
+fn mcs_parks_outside_a_simulation() {
+    parks_outside_a_simulation::<RawMcs>();
+}
+
+#[test]
+fn cna_parks_outside_a_simulation() {
+    parks_outside_a_simulation::<RawCna>();
+}
+
+#[test]
+fn hq_parks_outside_a_simulation() {
+    parks_outside_a_simulation::<RawHq>();
+}
+
+/// A timed lock on a held mutex, outside a simulation: the waiter's deadline ends its platform
+/// futex sleep and it gives up; the holder's count is untouched.
+#[test]
+fn timed_lock_times_out_outside_a_simulation() {
+    let lock = Arc::new(numa_locks::CnaMutex::new(0u64));
+    let held = lock.lock();
+    let waiter = {
+        let lock = Arc::clone(&lock);
+        std::thread::spawn(move || {
+            lock.try_lock_for(std::time::Duration::from_millis(20))
+                .is_none()
+        })
+    };
+    assert!(
+        waiter.join().unwrap(),
+        "a timed lock on a held mutex must time out"
+    );
+    drop(held);
+    assert_eq!(*lock.lock(), 0);
+}
