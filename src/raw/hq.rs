@@ -23,37 +23,25 @@
 //! representative in its local queue touch only their slot's tail word when they arrive: the FIFO,
 //! and the lock word, see one entry per waiting node.
 //!
-//! # Modes
+//! # Modes and slots
 //!
-//! Under light contention the lock is the plain queue lock: `queues` is null (a lock that is
-//! never contended never allocates) or its `mode` is `FLAT`, and every waiter is a flat waiter:
-//! this is exactly `RawMcs` with `fifo_tail` as its tail. The holder counts consecutive contended
-//! handoffs (a *streak*, carried in the payload of the `HEAD` status it hands on, so it costs no
-//! shared write); after [`HIERARCHICAL_AFTER`] of them, once one of them crossed nodes (a lock
-//! contended by one node's threads stays flat), it allocates `queues` if needed and sets the
-//! mode to `HIERARCHICAL`. A holder that finds no waiter at all sets it back to `FLAT` (and the
-//! streak restarts at 0 with the next waiter), and so does one whose per-node queues keep nothing
-//! local (barren turns, see the payload below). Only the lock holder writes `queues` and
-//! `mode`, so writers never race; arrivals read them once, and **every path below is correct
-//! whichever mode an arrival saw**: flat waiters and representatives coexist in the FIFO at any
-//! time, a representative serves its local queue whatever the mode is by then, and the mode only
-//! decides which kind of entry the next arrival becomes. That is what makes both switches
-//! race-free.
+//! Why and when the lock changes shape: docs/DESIGN.md, "HqMutex: a queue per node and a FIFO
+//! of nodes". In short, `queues` null or `mode == FLAT` make every waiter a flat waiter (the lock
+//! is `RawMcs` with `fifo_tail` as its tail); after [`HIERARCHICAL_AFTER`] contended handoffs (the
+//! *streak*, carried in the `HEAD` payload, so it costs no shared write), one of which crossed
+//! nodes, the holder allocates `queues` and sets `HIERARCHICAL`; a holder that finds nobody
+//! waiting, or whose turns keep nothing local (barren turns, see the payload below), sets `FLAT`
+//! again. A local queue serves a slot: a NUMA node (`coarse`), or a cache domain once a node's
+//! turn ran to its limit with waiters of the node left, back to per node when per-domain turns
+//! are barren (then for [`FLAT_FOR_NS`]). A node's turn ends after
+//! `tunables::hq_local_handoffs()` local handoffs, a domain's after
+//! `tunables::hq_domain_handoffs()` (an arrival notes its slot's kind in `Local::per_domain`).
 //!
-//! # Cache domains
-//!
-//! Where a NUMA node holds several L3 domains, a local queue may serve one domain rather than one
-//! node (why: docs/DESIGN.md, "HqMutex: a queue per node and a FIFO of nodes"). A lock starts per
-//! node (`coarse`), goes per domain when a node's turn runs to its limit with waiters of the node
-//! left, and back to per node when per-domain turns are barren (then stays so for
-//! [`FLAT_FOR_NS`]). Only holders switch, and any slot an arrival computes is correct: every
-//! waiter records the slot it queued in (`QNode::hq_slot`), and leaves through that one. On
-//! machines with one domain per node, nothing of this is ever read.
-//!
-//! Each level has its own turn limit: a node's turn ends after `tunables::hq_local_handoffs()`
-//! local handoffs, a domain's after `tunables::hq_domain_handoffs()`; an arrival notes which kind
-//! of slot it computed (`Local::per_domain`), and its turn uses that limit. The FIFO serves slots
-//! in arrival order, one turn per waiting slot and round, whatever its node.
+//! Only the holder writes `queues`, `mode` and `coarse`; arrivals read them once, and **every
+//! path below is correct whichever mode or slot kind an arrival saw**: flat waiters and
+//! representatives coexist in the FIFO at any time, a representative serves its local queue
+//! whatever the mode is by then, and every waiter records the slot it queued in
+//! (`QNode::hq_slot`) and leaves through that one. That is what makes the switches race-free.
 //!
 //! # States
 //!
