@@ -41,7 +41,7 @@ fn example_binary() -> Option<PathBuf> {
     let built = std::fs::metadata(&binary).ok()?.modified().ok()?;
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let sources = [
-        "examples/locktorture",
+        "examples/locktorture.rs",
         "numa_bench/src",
         "numa_bench/Cargo.toml",
         "src",

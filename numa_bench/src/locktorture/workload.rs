@@ -119,7 +119,7 @@ pub struct Hammer {
 /// The spin between two of `hammer`'s acquisitions.
 const HAMMER_SPIN: std::time::Duration = std::time::Duration::from_micros(1);
 
-/// `--think-spins`: `hammer` thinks for this many `spin_loop` hints instead of [`HAMMER_SPIN`];
+/// `--think-spins`: `hammer` thinks for this many `spin_loop` hints instead of `HAMMER_SPIN`;
 /// `u64::MAX` (the default) keeps the clock-timed spin. Set once before the runs.
 pub static THINK_SPINS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
@@ -321,7 +321,7 @@ fn rw_seal(key: u64, value: u64) -> u64 {
         .wrapping_mul(0xD6E8_FEB8_6659_FD93)
 }
 
-/// `rw`: a read-mostly hash table of [`RW_BUCKETS`] buckets, each holding [`RW_BUCKET_ENTRIES`]
+/// `rw`: a read-mostly hash table of `RW_BUCKETS` buckets, each holding `RW_BUCKET_ENTRIES`
 /// entries; key `k` lives in bucket `k % RW_BUCKETS`. A read looks a key up and checks its seal
 /// (shared lock); a write stores a new value and seal, and updates the table's write count and
 /// the sum of its values (exclusive lock).

@@ -418,8 +418,13 @@ struct Args {
 }
 
 /// Parses the command line (program name first). On `--help` (printed, exit code 0) or an error
-/// (printed, exit code 2) returns the exit code for `main` to return.
-pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitCode> {
+/// (printed, exit code 2) returns the exit code for `main` to return. `--stats` is an error
+/// unless `stats_readable` (the example's main has a [`StatsReader`](super::StatsReader), which
+/// needs numa_locks' feature `stats`).
+pub fn parse<I: IntoIterator<Item = OsString>>(
+    args: I,
+    stats_readable: bool,
+) -> Result<Options, ExitCode> {
     let args = match Args::try_parse_from(args) {
         Ok(args) => args,
         Err(error) if error.kind() == ErrorKind::DisplayHelp => {
@@ -428,7 +433,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Options, ExitC
         }
         Err(error) => return Err(report(&describe(&error))),
     };
-    if args.stats && !cfg!(feature = "stats") {
+    if args.stats && !stats_readable {
         return Err(report(
             "--stats needs the wait and hold statistics of numa_locks' `stats` feature, which \
              this build does not have; run: cargo run --release --example locktorture \

@@ -5,8 +5,10 @@
 //! So does the read/write mix of workload `rw`: a mutex takes its only lock for a read, an
 //! rwlock its shared lock.
 
-use crate::cli::{LockKind, WorkloadKind};
-use crate::workload::{Counter, Empty, FreeList, Hammer, Kv, Rw, Workload, rng_for_worker};
+use crate::locktorture::cli::{LockKind, WorkloadKind};
+use crate::locktorture::workload::{
+    Counter, Empty, FreeList, Hammer, Kv, Rw, Workload, rng_for_worker,
+};
 use numa_locks::raw::{RawCna, RawCondvar, RawHq, RawMcs};
 use numa_locks::topology;
 use numa_locks::{CnaMutex, CnaRwLock, HqMutex, HqRwLock, McsMutex, McsRwLock};
@@ -44,9 +46,9 @@ pub trait LockUnderTest<T>: Sync {
         self.with_lock(|data| read_section(data))
     }
 
-    /// The lock's wait and hold statistics (this crate's locks, feature `stats`), once the run
-    /// is over; `None` for locks that keep none.
-    fn stats(&self) -> Option<WaitHold> {
+    /// The lock's wait and hold statistics, read by `reader`, once the run is over; `None` for
+    /// locks that keep none (all but numa_locks' mutexes).
+    fn stats(&self, _reader: &StatsReader) -> Option<WaitHold> {
         None
     }
 
@@ -61,36 +63,50 @@ pub struct WaitHold {
     pub hold: [u64; 3],
 }
 
-/// A `lock_api` raw mutex whose statistics the harness may read: this crate's, with feature
-/// `stats`. The default is none (parking_lot; this crate's without the feature).
+/// Reads the wait and hold statistics of numa_locks' three raw mutexes (`--stats`).
+///
+/// They exist only with numa_locks' feature `stats`, which numa_bench must not turn on: cargo
+/// unifies features, so every `cargo test` of numa_locks would then build its locks with the
+/// counters. The `locktorture` example's main, built with `--features stats`, supplies the
+/// reader instead (from `numa_locks::stats::HasStats`); without one, `--stats` is refused.
+#[derive(Clone, Copy, Debug)]
+pub struct StatsReader {
+    /// Reads a [`numa_locks::McsMutex`]'s raw lock.
+    pub mcs: fn(&RawMcs) -> WaitHold,
+    /// Reads a [`numa_locks::CnaMutex`]'s raw lock.
+    pub cna: fn(&RawCna) -> WaitHold,
+    /// Reads a [`numa_locks::HqMutex`]'s raw lock.
+    pub hq: fn(&RawHq) -> WaitHold,
+}
+
+/// A `lock_api` raw mutex whose statistics the harness may read: numa_locks', through a
+/// [`StatsReader`]. The default is none (parking_lot).
 pub trait StatsSource: lock_api::RawMutex + Sized {
-    fn wait_hold<T>(_mutex: &lock_api::Mutex<Self, T>) -> Option<WaitHold> {
+    /// The function of `reader` that reads this raw lock, if any.
+    fn reader(_reader: &StatsReader) -> Option<fn(&Self) -> WaitHold> {
         None
     }
 }
 
 impl StatsSource for parking_lot::RawMutex {}
 
-macro_rules! stats_from_snapshot {
-    ($($raw:ty),*) => {$(
-        impl StatsSource for $raw {
-            #[cfg(feature = "stats")]
-            fn wait_hold<T>(mutex: &lock_api::Mutex<Self, T>) -> Option<WaitHold> {
-                let stats = numa_locks::stats::snapshot(mutex);
-                let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-                let summary = |h: &numa_locks::stats::Histogram| {
-                    [ns(h.percentile(50.0)), ns(h.percentile(99.0)), ns(h.max())]
-                };
-                Some(WaitHold {
-                    wait: summary(&stats.wait),
-                    hold: summary(&stats.hold),
-                })
-            }
-        }
-    )*};
+impl StatsSource for RawMcs {
+    fn reader(reader: &StatsReader) -> Option<fn(&Self) -> WaitHold> {
+        Some(reader.mcs)
+    }
 }
 
-stats_from_snapshot!(RawMcs, RawCna, RawHq);
+impl StatsSource for RawCna {
+    fn reader(reader: &StatsReader) -> Option<fn(&Self) -> WaitHold> {
+        Some(reader.cna)
+    }
+}
+
+impl StatsSource for RawHq {
+    fn reader(reader: &StatsReader) -> Option<fn(&Self) -> WaitHold> {
+        Some(reader.hq)
+    }
+}
 
 impl<R, T> LockUnderTest<T> for lock_api::Mutex<R, T>
 where
@@ -106,8 +122,11 @@ where
         critical_section(&mut self.lock())
     }
 
-    fn stats(&self) -> Option<WaitHold> {
-        R::wait_hold(self)
+    fn stats(&self, reader: &StatsReader) -> Option<WaitHold> {
+        let read = R::reader(reader)?;
+        // SAFETY: reading the statistics' counters does not touch the lock state, so it cannot
+        // invalidate guards or references to the data (as `numa_locks::stats::snapshot`).
+        Some(read(unsafe { self.raw() }))
     }
 
     fn into_data(self) -> T {
@@ -267,8 +286,10 @@ pub struct RunConfig {
     /// Workloads with reads: `Some(n)`: workers `0..n` only write, the others only read.
     pub writers: Option<usize>,
     /// Workloads with reads: PRNG rounds inside every critical section and, besides
-    /// [`LOCAL_WORK_ROUNDS`], outside.
+    /// `LOCAL_WORK_ROUNDS`, outside.
     pub work: u64,
+    /// Reads the lock's wait and hold statistics after the run (`--stats`), if this build can.
+    pub stats: Option<StatsReader>,
 }
 
 /// What one worker counted.
@@ -395,7 +416,7 @@ where
         .iter()
         .map(|counts| counts.ops - counts.reads)
         .sum();
-    let stats = lock.stats();
+    let stats = config.stats.and_then(|reader| lock.stats(&reader));
     let violation = lock.into_data().workload.check(exclusive_ops).err();
     RunResult {
         elapsed,
@@ -685,7 +706,7 @@ fn run_pc<L: CondvarLock<PcQueue>>(config: &RunConfig) -> RunResult {
         let _ = joined.send(());
         (elapsed, per_thread)
     });
-    let stats = lock.stats();
+    let stats = config.stats.and_then(|reader| lock.stats(&reader));
     let queue = lock.into_data();
     let ops: u64 = per_thread.iter().map(|counts| counts.ops).sum();
     let violation = if queue.pushed != queue.popped + queue.items.len() as u64 {

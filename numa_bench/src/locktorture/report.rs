@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::common::plot::{self, Point};
 use crate::common::report::{fairness, remote_handoff_pct, speedups};
-use crate::harness::{RunResult, WaitHold};
+use crate::locktorture::harness::{RunResult, WaitHold};
 
 /// The CSV header, also the table's column names.
 ///
