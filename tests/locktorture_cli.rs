@@ -136,6 +136,18 @@ fn non_numeric_thread_count_is_rejected() {
 }
 
 #[test]
+fn writers_without_readers_are_rejected() {
+    assert_rejected(
+        &["--workload", "rw", "--writers", "4", "--threads", "8,4"],
+        &["--writers 4", "--threads has 4", "at least one reader"],
+    );
+    assert_rejected(
+        &["--workload", "counter", "--writers", "1", "--threads", "4"],
+        &["--writers 1", "--workload rw only"],
+    );
+}
+
+#[test]
 fn negative_duration_is_rejected() {
     assert_rejected(&["--duration-ms", "-5"], &["'-5'", "--duration-ms", "1 to"]);
     assert_rejected(&["--duration-ms=-5"], &["'-5'", "--duration-ms", "1 to"]);

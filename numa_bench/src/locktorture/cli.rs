@@ -471,7 +471,8 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
         }
         if let Some(&few) = args.threads.0.iter().find(|&&n| n <= writers) {
             return Err(report(&format!(
-                "--writers {writers} needs more threads than writers (at least one reader), but                  --threads has {few}"
+                "--writers {writers} needs more threads than writers (at least one reader), but \
+                 --threads has {few}"
             )));
         }
     }
