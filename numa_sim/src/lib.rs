@@ -477,6 +477,17 @@ pub fn div64() {
     }
 }
 
+/// One indirect call in kernel code, beyond what a predicted call costs
+/// (`Costs::kernel_indirect_call`: the retpoline where the kernel uses one). For models of kernel
+/// code that call through function pointers; a no-op outside a simulation.
+pub fn kernel_indirect_call() {
+    if let Some(cell) = engine::active() {
+        let mut e = cell.borrow_mut();
+        let cost = e.machine().costs.kernel_indirect_call;
+        e.charge(cost);
+    }
+}
+
 /// Local computation: advances the caller's clock by `ns` (no memory traffic). A no-op outside
 /// a simulation.
 pub fn work(ns: u64) {

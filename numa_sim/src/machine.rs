@@ -63,6 +63,12 @@ pub struct Costs {
     /// The latency of one 64-bit integer division (`div r64`, `udiv x`), for workloads that
     /// divide (`%` by a value known only at run time).
     pub div64: Ps,
+    /// What an indirect call in kernel code costs beyond a predicted call, under the Spectre v2
+    /// mitigation the kernel of the preset's published runs picks on this CPU: a retpoline
+    /// where the CPU has no enhanced or automatic IBRS, nothing extra where it has, or on Arm.
+    /// Only models of kernel code pay it (the `locktorture` writer's calls through
+    /// `cxt.cur_ops`, see [`kernel_indirect_call`](crate::kernel_indirect_call)).
+    pub kernel_indirect_call: Ps,
     /// One spin-loop hint (`pause` on x86, `yield` on Arm).
     pub pause: Ps,
     /// Reading the monotonic clock (vDSO `clock_gettime`).
@@ -583,7 +589,15 @@ fn placed(
 /// taken at 12 for TSV110, **APPROX**): the workloads that divide (locktorture's `%`) divide
 /// 32-bit values. `syscall` 0.2 µs (**EST**: lmbench's null system call takes 0.05–0.1 µs on
 /// these generations, plus the futex hash-bucket lookup and its lock, and the page-table switch
-/// of the Meltdown mitigation on Intel parts).
+/// of the Meltdown mitigation on Intel parts). `kernel_indirect_call`: a complete retpolined
+/// indirect call takes about 33 cycles (Paul Turner, LKML, 2018-01-05, "Re: [PATCH v3 01/13]
+/// x86/retpoline: Add initial retpoline support": 33.2 cycles per call for the `pause; jmp`
+/// sequence the kernel uses), a predicted one about 1, so 32 cycles more where the kernel
+/// retpolines: Haswell (`CONFIG_RETPOLINE` is `default y` since v4.15 and v5.10's
+/// `spectre_v2_select_mitigation` picks the generic retpoline on a CPU without enhanced IBRS)
+/// and Zen 3 (generic retpoline on AMD since v5.17; the cycle count is Intel's, **APPROX**);
+/// nothing on Cascade Lake (enhanced IBRS), Zen 4 (automatic IBRS, used since v6.3) and the
+/// Kunpeng 920 (arm64 kernels mitigate at exception entry and context switch, not per call).
 pub mod presets {
     use super::{Costs, Machine, ns};
 
@@ -604,6 +618,7 @@ pub mod presets {
         cycle: ns(0.385),
         issue: ns(0.577),
         div64: ns(12.3),
+        kernel_indirect_call: ns(12.3),
         pause: ns(3.8),
         clock_read: ns(20.0),
         yield_: ns(300.0),
@@ -722,6 +737,7 @@ pub mod presets {
             cycle: ns(0.385),
             issue: ns(0.577),
             div64: ns(4.6),
+            kernel_indirect_call: ns(0.0),
             pause: ns(15.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
@@ -773,6 +789,7 @@ pub mod presets {
             cycle: ns(0.300),
             issue: ns(0.300),
             div64: ns(2.7),
+            kernel_indirect_call: ns(9.6),
             pause: ns(20.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
@@ -839,6 +856,7 @@ pub mod presets {
             cycle: ns(0.282),
             issue: ns(0.282),
             div64: ns(2.8),
+            kernel_indirect_call: ns(0.0),
             pause: ns(18.0),
             clock_read: ns(20.0),
             yield_: ns(300.0),
@@ -889,6 +907,7 @@ pub mod presets {
             cycle: ns(0.357),
             issue: ns(0.536),
             div64: ns(12.5),
+            kernel_indirect_call: ns(0.0),
             pause: ns(43.0),
             clock_read: ns(23.0),
             yield_: ns(300.0),

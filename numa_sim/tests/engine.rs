@@ -853,6 +853,41 @@ fn instructions_cost_issue_time() {
     }
 }
 
+/// `kernel_indirect_call` charges the preset's retpoline: 32 cycles at the preset's clock where
+/// the kernel of its published runs retpolines (Haswell, Zen 3), nothing where the CPU has
+/// enhanced or automatic IBRS (Cascade Lake, Zen 4) or is an Arm core.
+#[test]
+fn kernel_indirect_calls_pay_the_retpoline_where_the_kernel_uses_one() {
+    for m in Machine::presets() {
+        let out = Arc::new(Mutex::new(0));
+        let o = out.clone();
+        Simulation::new(m).jitter(0.0).run(move || {
+            let o = o.clone();
+            thread::spawn_on(0, move || {
+                let t0 = numa_sim::clock_ns();
+                for _ in 0..10 {
+                    numa_sim::kernel_indirect_call();
+                }
+                *o.lock().unwrap() = numa_sim::clock_ns() - t0;
+            })
+            .join();
+        });
+        let ten_calls = *out.lock().unwrap();
+        let retpoline = matches!(m.name, "x5-4" | "e5-2690v3-2s" | "epyc-2s");
+        let expected = if retpoline {
+            10 * 32 * m.costs.cycle / 1000
+        } else {
+            0
+        };
+        assert!(
+            ten_calls.abs_diff(expected) <= 1,
+            "{}: ten calls took {ten_calls} ns, expected {expected}",
+            m.name
+        );
+    }
+    numa_sim::kernel_indirect_call(); // outside a simulation: nothing to charge
+}
+
 /// Outside a simulation the futex is not emulated: a wait whose word still holds the expected
 /// value returns at once (a spurious return, which the contract allows), and a wake is a no-op.
 /// Code that sleeps on real threads brings its own platform futex.

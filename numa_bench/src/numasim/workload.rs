@@ -354,12 +354,15 @@ const WRITER_LOOP_CYCLES: u64 = 60;
 /// the flag (on the head line, with `lock_is_read_held` and `last_lock_release` beside it) and
 /// `lock_is_write_held = true` sets it; `lwsp->n_lock_acquired++` reads and writes the writer's
 /// statistics record, one of four on a line (`lwsa` is a plain array of 16-byte records); then
-/// `write_delay`: three `torture_random()` draws, each tested with a 64-bit `%`: the first
+/// `write_delay` (an indirect call through `cxt.cur_ops`, as `writeunlock` is: each pays the
+/// preset's `kernel_indirect_call`, the retpoline of the kernels of the x86 runs): three
+/// `torture_random()` draws, each tested with a 64-bit `%`: the first
 /// holds the lock for `mdelay(100)` with probability 1/(threads·200000) (scaled, see
 /// [`LOCKTORTURE_LONG_SCALE`]), the second for a 2 µs `udelay` with probability
 /// 1/(threads·2·2); then it clears the flag. Both holds add 500 ns / threads to a critical
 /// section on average: at 1 writer they are most of its time. Outside the lock, the rest of the
-/// writer's loop ([`WRITER_LOOP_CYCLES`] and one draw). Omitted: the one-jiffy sleep
+/// writer's loop ([`WRITER_LOOP_CYCLES`], one draw, and the indirect calls of `task_boost` and
+/// `writelock`). Omitted: the one-jiffy sleep
 /// (probability 2^-20) and `torture_preempt_schedule` (a no-op unless the writer must be
 /// rescheduled, which the pinned model never needs).
 pub struct LockTorture {
@@ -402,7 +405,9 @@ impl Workload for LockTorture {
         let stats = self.stats[thread / LOCKTORTURE_STATS_PER_LINE].addr();
         numa_sim::touch_read(&[stats]);
         numa_sim::touch(&[stats]);
-        // cxt.cur_ops->write_delay(&rand): three draws, each tested with a division.
+        // cxt.cur_ops->write_delay(&rand), an indirect call: three draws, each tested with a
+        // division.
+        numa_sim::kernel_indirect_call();
         numa_sim::cycles(WRITE_DELAY_CYCLES);
         for _ in 0..3 {
             numa_sim::cycles(TORTURE_RANDOM_CYCLES);
@@ -414,13 +419,18 @@ impl Workload for LockTorture {
         if short {
             numa_sim::work(LOCKTORTURE_DELAY_NS);
         }
-        // lock_is_write_held = false.
+        // lock_is_write_held = false; then the indirect call cxt.cur_ops->writeunlock(), before
+        // the unlock's store.
         numa_sim::touch(&[head]);
+        numa_sim::kernel_indirect_call();
         self.entries += 1;
     }
 
     fn between_acquisitions() {
+        // With the indirect calls cxt.cur_ops->task_boost() and ->writelock().
         numa_sim::cycles(WRITER_LOOP_CYCLES + TORTURE_RANDOM_CYCLES);
+        numa_sim::kernel_indirect_call();
+        numa_sim::kernel_indirect_call();
     }
 
     fn check(&self, entries: u64) -> Result<(), String> {
