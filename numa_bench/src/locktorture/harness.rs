@@ -174,47 +174,34 @@ where
     }
 }
 
-impl<T: Send + Sync> LockUnderTest<T> for crossbeam_utils::sync::ShardedLock<T> {
-    fn new(data: T) -> Self {
-        crossbeam_utils::sync::ShardedLock::new(data)
-    }
+/// The rwlocks whose guards come through a `LockResult` (std's, and crossbeam's `ShardedLock`,
+/// which has std's API): poisoning adds nothing to a failed run, as for `std::sync::Mutex`.
+macro_rules! poisoning_rwlock {
+    ($($lock:ident)::+) => {
+        impl<T: Send + Sync> LockUnderTest<T> for $($lock)::+<T> {
+            fn new(data: T) -> Self {
+                $($lock)::+::new(data)
+            }
 
-    #[inline]
-    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
-        // As for std::sync::Mutex: poisoning adds nothing to a failed run.
-        critical_section(&mut self.write().unwrap_or_else(PoisonError::into_inner))
-    }
+            #[inline]
+            fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+                critical_section(&mut self.write().unwrap_or_else(PoisonError::into_inner))
+            }
 
-    #[inline]
-    fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
-        read_section(&self.read().unwrap_or_else(PoisonError::into_inner))
-    }
+            #[inline]
+            fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
+                read_section(&self.read().unwrap_or_else(PoisonError::into_inner))
+            }
 
-    fn into_data(self) -> T {
-        self.into_inner().unwrap_or_else(PoisonError::into_inner)
-    }
+            fn into_data(self) -> T {
+                self.into_inner().unwrap_or_else(PoisonError::into_inner)
+            }
+        }
+    };
 }
 
-impl<T: Send + Sync> LockUnderTest<T> for std::sync::RwLock<T> {
-    fn new(data: T) -> Self {
-        std::sync::RwLock::new(data)
-    }
-
-    #[inline]
-    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
-        // As for std::sync::Mutex: poisoning adds nothing to a failed run.
-        critical_section(&mut self.write().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    #[inline]
-    fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
-        read_section(&self.read().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    fn into_data(self) -> T {
-        self.into_inner().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+poisoning_rwlock!(std::sync::RwLock);
+poisoning_rwlock!(crossbeam_utils::sync::ShardedLock);
 
 /// Starts a run's workers together, after the clock: each worker waits at a barrier (so that all
 /// are spawned and ready), then until the controller has read the clock and opened the run.
