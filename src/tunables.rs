@@ -30,6 +30,10 @@ use std::time::Duration;
 pub const DEFAULT_SPIN_TIME: Duration = Duration::from_micros(5);
 /// Default for stealing: on. An arriving thread may take a free lock before queueing.
 pub const DEFAULT_STEALING: bool = true;
+/// Default for the rwlocks' writer handover: off. It speeds up write-heavy rwlocks and slows
+/// read-mostly ones, which are what an rwlock is for (docs/DESIGN.md, decision record, "writer
+/// handover, off by default").
+pub const DEFAULT_RWLOCK_WRITER_HANDOVER: bool = false;
 /// Default time the queue head tolerates being overtaken by stealers before it forbids
 /// stealing: 1 ms (parking_lot's eventual-fairness timeout is 0.5 ms on average).
 pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
@@ -67,6 +71,7 @@ const MAX_HQ_LOCAL_HANDOFFS: u64 = 1 << 24;
 
 static SPIN_NS: AtomicU64 = AtomicU64::new(DEFAULT_SPIN_TIME.as_nanos() as u64);
 static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
+static RWLOCK_WRITER_HANDOVER: AtomicBool = AtomicBool::new(DEFAULT_RWLOCK_WRITER_HANDOVER);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
 static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
@@ -151,6 +156,24 @@ pub fn set_stealing(enabled: bool) -> Result<(), TunableError> {
 /// Whether an arriving thread may take a free lock before queueing.
 pub fn stealing() -> bool {
     STEALING.load(Relaxed)
+}
+
+/// Turns the rwlocks' writer handover on or off (default [`DEFAULT_RWLOCK_WRITER_HANDOVER`]).
+///
+/// On, a writer that unlocks while another writer is queued, and no reader has asked for the
+/// lock since its revocation, leaves the readers revoked for that writer, which then writes at
+/// once, with no revocation or drain of its own. For write-heavy rwlocks on several sockets;
+/// read-mostly ones lose their readers' windows between writers. Always valid; returns
+/// `Result` like every setter; may be changed at any time (a writer that takes a handed-over
+/// lock after it was turned off revokes again, harmlessly).
+pub fn set_rwlock_writer_handover(enabled: bool) -> Result<(), TunableError> {
+    RWLOCK_WRITER_HANDOVER.store(enabled, Relaxed);
+    Ok(())
+}
+
+/// Whether the rwlocks' writers hand the revocation over to the next writer.
+pub fn rwlock_writer_handover() -> bool {
+    RWLOCK_WRITER_HANDOVER.load(Relaxed)
 }
 
 /// Sets how long the queue head may be overtaken by stealers before stealing stops until it
@@ -273,6 +296,7 @@ pub fn lockup_threshold() -> Option<Duration> {
 pub fn reset_defaults() {
     SPIN_NS.store(DEFAULT_SPIN_TIME.as_nanos() as u64, Relaxed);
     STEALING.store(DEFAULT_STEALING, Relaxed);
+    RWLOCK_WRITER_HANDOVER.store(DEFAULT_RWLOCK_WRITER_HANDOVER, Relaxed);
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
     HQ_LOCAL_HANDOFFS.store(DEFAULT_HQ_LOCAL_HANDOFFS, Relaxed);

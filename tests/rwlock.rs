@@ -645,3 +645,26 @@ mod features {
         assert_eq!(*back.read(), [1, 2]);
     }
 }
+
+/// The contract again with the writers' handover on (`set_rwlock_writer_handover`): writers
+/// hand the readers' revocation to the next writer, upgradable readers and timed writers take
+/// part. The tunable is process-wide and may change at any time, so the other tests of this
+/// binary may run with it on meanwhile: the contract holds either way.
+#[test]
+fn contract_with_writer_handover() {
+    fn contract<R: Raw>() {
+        readers_and_writers::<R>(scaled(8, 3), scaled(2000, 40));
+        inflation_keeps_the_holder::<R>();
+        timed_waits::<R>();
+        panic_releases::<R>();
+        writers_not_starved::<R>();
+        readers_not_starved::<R>();
+        fair_unlocks_and_bumps::<R>();
+    }
+    numa_locks::tunables::set_rwlock_writer_handover(true).unwrap();
+    contract::<numa_locks::raw::RawMcsRwLock>();
+    contract::<numa_locks::raw::RawCnaRwLock>();
+    contract::<numa_locks::raw::RawHqRwLock>();
+    contract::<numa_locks::raw::RawCnaRecursiveRwLock>();
+    numa_locks::tunables::set_rwlock_writer_handover(false).unwrap();
+}

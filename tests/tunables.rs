@@ -50,6 +50,12 @@ fn setters_validate_and_take_effect() {
         tunables::DEFAULT_HQ_DOMAIN_HANDOFFS
     );
     assert!(tunables::stealing());
+    assert_eq!(
+        tunables::rwlock_writer_handover(),
+        tunables::DEFAULT_RWLOCK_WRITER_HANDOVER
+    );
+    tunables::set_rwlock_writer_handover(true).unwrap();
+    assert!(tunables::rwlock_writer_handover());
 
     tunables::set_spin_time(Duration::ZERO).unwrap();
     assert_eq!(tunables::spin_time(), Duration::ZERO);
@@ -144,6 +150,7 @@ fn setters_validate_and_take_effect() {
     tunables::reset_defaults();
     assert_eq!(tunables::spin_time(), tunables::DEFAULT_SPIN_TIME);
     assert!(tunables::stealing());
+    assert!(!tunables::rwlock_writer_handover());
 }
 
 /// Data that is *not* thread-safe by itself: every access must be under the lock.

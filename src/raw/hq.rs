@@ -647,6 +647,15 @@ impl RawHq {
         self.core.word.is_locked()
     }
 
+    /// Whether the queue holds a node: a waiter yet to take the lock, or one a timed waiter
+    /// left when it gave up (a snapshot). Acquire: pairs with the arrivals' AcqRel swaps of
+    /// the tail (every write of it is a read-modify-write), so the caller sees what a waiter
+    /// wrote before it queued.
+    #[inline]
+    pub(crate) fn has_queued(&self) -> bool {
+        self.fifo_tail.load(Ordering::Acquire) != 0
+    }
+
     /// Bytes of heap the lock holds: 0 until contention across nodes or cache domains is
     /// sustained, then its per-node state (one line of local-queue tails per NUMA node, at least
     /// four, plus three lines: 896 bytes on a machine of up to 4 nodes), kept until the lock is

@@ -84,6 +84,15 @@ impl RawMcs {
         self.core.word.is_locked()
     }
 
+    /// Whether the queue holds a node: a waiter yet to take the lock, or one a timed waiter
+    /// left when it gave up (a snapshot). Acquire: pairs with the arrivals' AcqRel swaps of
+    /// the tail (every write of it is a read-modify-write), so the caller sees what a waiter
+    /// wrote before it queued.
+    #[inline]
+    pub(crate) fn has_queued(&self) -> bool {
+        self.tail.load(Ordering::Acquire) != 0
+    }
+
     fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued {
         let my = node(me);
         // MCS needs no node id; lockup reports show where the waiters are.

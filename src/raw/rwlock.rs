@@ -86,23 +86,46 @@
 //! `state` (the revocation word; bits, and who sets/clears them):
 //!
 //! - `WRITER`: set by the holder of `M`, to write (revokes readers); cleared by its unlock,
-//!   downgrade or timeout;
+//!   downgrade or timeout; or left set by its unlock and handed over with `M` (below), then
+//!   cleared by an upgradable reader that takes `M`, or by a writer that takes it while readers
+//!   want in;
 //! - `HELD`: set by that writer, once the slots drained (CAS; recursive locks only); cleared with
-//!   `WRITER`;
+//!   `WRITER`, handed over with it;
 //! - `VETO`: set by a recursive reader that entered while `WRITER` without `HELD`; cleared by the
 //!   writer, before it rescans;
 //! - `READERS_PARKED`: set by a reader, before sleeping on `state` while `WRITER`; cleared by the
 //!   unlock that clears `WRITER` (and wakes);
 //! - `BIAS`: set by a fresh block (non-recursive), and by a reader once the inhibition is over;
 //!   cleared by a writer's revocation (with `WRITER`);
+//! - `TIMED_WRITERS`: set, for good, by the first writer or upgradable reader that waits for
+//!   `M` with a deadline (before it queues); never cleared;
+//! - `READERS_WANT`: set by the first reader that finds `WRITER` (one `fetch_or`; the others see
+//!   it); cleared with `WRITER`;
 //! - `waiting` (a count): raised by a reader that found `WRITER` and spun its spin time, once per
 //!   acquisition (it registers); lowered by that reader, once it got in or gave up.
+//!
+//! **Writer handover.** A writer that unlocks while another writer (or upgradable reader) is
+//! queued for `M`, no reader has found `WRITER` since the revocation (`READERS_WANT` clear, so
+//! no reader is registered either) and no waiter with a deadline ever queued here
+//! (`TIMED_WRITERS`) releases `M` alone and leaves `state` as it is. Only a holder of `M` sets
+//! `WRITER`, so whoever takes `M` next and finds `WRITER` set has been handed the revocation: a
+//! writer holds the lock at once, with no write to `state` and no scan of the slots (no reader
+//! got in since the last drain); if readers asked meanwhile (`READERS_WANT` or `waiting`), it
+//! clears `WRITER` instead and goes the normal way; an upgradable reader clears it (it shares
+//! with readers). A stealer may take `M` before the queued writer: it owns the revocation just
+//! the same. `M` free with `WRITER` set lasts only until a queued waiter takes `M`, and each
+//! such waiter will: a waiter without a deadline never gives up, and the node of one with a
+//! deadline (which may give up and leave its node queued) is never counted, thanks to
+//! `TIMED_WRITERS`. Readers that come meanwhile set `READERS_WANT`, so they wait one critical
+//! section more at most.
 //!
 //! Transitions of one writer: `M` taken → (maybe: the registered readers' turn) → `WRITER` →
 //! slots drain → (recursive locks: `WRITER | HELD`, a CAS that fails if `VETO` or anything else
 //! changed, and then the writer rescans) → critical
-//! section → `WRITER`, `HELD`, `VETO`, `READERS_PARKED` cleared (one `fetch_and`, Release), wake
-//! if `READERS_PARKED` was set → `M` released.
+//! section → `WRITER`, `HELD`, `VETO`, `READERS_PARKED`, `READERS_WANT` cleared (one
+//! `fetch_and`, Release), wake if `READERS_PARKED` was set → `M` released; or, handing over,
+//! `M` released with `state` unchanged → the next holder of `M` takes over (critical section
+//! at once) or clears `WRITER` as above.
 //!
 //! # Memory ordering: the reader/writer handshake
 //!
@@ -168,15 +191,22 @@ const HELD: u32 = 2;
 const VETO: u32 = 4;
 /// `state`: a reader sleeps on `state` until `WRITER` clears.
 const READERS_PARKED: u32 = 8;
-/// `state`: 16 is unused (it was a writer sleeping until the registered readers got in; the
-/// readers' turn now spins, briefly).
+/// `state`: a writer or upgradable reader with a deadline has queued for `M` on this lock once
+/// (sticky): writers no longer hand `WRITER` over with `M`, since a waiter that gives up leaves
+/// its node in `M`'s queue, where a writer's unlock would count it as one who will come (see
+/// [`Inflated::may_hand_over`]).
+const TIMED_WRITERS: u32 = 16;
 /// `state`: readers may publish themselves in the visible-readers table ([`table`]) instead of
 /// counting in a slot (BRAVO's reader bias). Set at first contention and by a reader once the
 /// inhibition after a revocation is over; cleared by a writer's revocation, which then counts
 /// the table's entries too. Never set in a recursive lock.
 const BIAS: u32 = 32;
+/// `state`: a reader found `WRITER` set since it was last cleared (set by the first such
+/// reader, with one RMW; cleared with `WRITER`): the writer does not hand the revocation over
+/// to the next one, so the readers get in between the two.
+const READERS_WANT: u32 = 64;
 /// `state`: one registered waiting reader (the count is the bits from here up).
-const WAITING_ONE: u32 = 64;
+const WAITING_ONE: u32 = 128;
 
 /// After a revocation that found the bias set took `t` ns (counting the table's entries and
 /// waiting for those readers), the bias stays off for `REBIAS_INHIBIT * t`: writers pay for
@@ -291,6 +321,11 @@ pub trait WriterLock: Send + Sync + sealed::Sealed {
     /// `is_locked()`.
     #[doc(hidden)]
     fn writers_locked(&self) -> bool;
+    /// Whether a waiter is queued (one that has not taken the lock yet, or the node of one that
+    /// gave up). Acquire: a caller that sees a waiter's node sees what that waiter wrote before
+    /// it queued.
+    #[doc(hidden)]
+    fn writers_queued(&self) -> bool;
 }
 
 mod sealed {
@@ -330,6 +365,10 @@ macro_rules! writer_lock {
             #[inline]
             fn writers_locked(&self) -> bool {
                 self.is_locked()
+            }
+            #[inline]
+            fn writers_queued(&self) -> bool {
+                self.has_queued()
             }
         }
     };

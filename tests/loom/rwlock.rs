@@ -332,3 +332,126 @@ fn readers_sharing_a_row_with_a_writer() {
         "no reader entered through the table"
     );
 }
+
+// ---- writer handover (the revocation handed over with `M`; `set_rwlock_writer_handover`) ------
+
+/// Two writers and a reader: a writer that unlocks with the other queued for `M` and no reader
+/// asking leaves `WRITER` set and releases `M` alone; the next writer holds the lock without a
+/// revocation of its own. The data cell checks that no reader got in between (nor with the
+/// second writer), and loom's deadlock check that the reader is never left behind a revocation
+/// nobody owns. A reader that finds `WRITER` asks (`READERS_WANT`) and the handover is not
+/// made, or given back by the writer that takes `M`.
+#[test]
+fn writer_hands_revocation_to_writer() {
+    tunables::reset_defaults();
+    tunables::set_rwlock_writer_handover(true).unwrap();
+    tunables::set_stealing(false).unwrap();
+    loom_rwlock_probe::take_handed_over();
+    loom_rwlock_probe::take_handover_taken();
+    loom_rwlock_probe::take_readers_want();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        let (s2, s3) = (shared.clone(), shared.clone());
+        let first = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            write(&s2);
+        });
+        let second = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            write(&s3);
+        });
+        topology::set_thread_node(Some(1));
+        assert!(read(&shared) <= 2);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(read(&shared), 2);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_handed_over() > 0,
+        "no writer handed the revocation over"
+    );
+    assert!(
+        loom_rwlock_probe::take_handover_taken() > 0,
+        "no writer took a handed-over revocation"
+    );
+    assert!(
+        loom_rwlock_probe::take_readers_want() > 0,
+        "no reader asked for the next window"
+    );
+}
+
+/// A writer hands the revocation over to the upgradable reader queued behind it (CNA): the
+/// upgradable reader clears `WRITER`, so the reader that waits gets in beside it (a revocation
+/// left set would keep the reader out for good, which loom reports as a deadlock).
+#[test]
+fn upgradable_reader_gives_handed_over_revocation_back() {
+    tunables::reset_defaults();
+    tunables::set_rwlock_writer_handover(true).unwrap();
+    tunables::set_stealing(false).unwrap();
+    loom_rwlock_probe::take_handover_returned();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawCna, false>(true);
+        let (s2, s3) = (shared.clone(), shared.clone());
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            write(&s2);
+        });
+        let upgradable = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            s3.0.lock_upgradable();
+            let v = s3.1.with(|v| unsafe { *v });
+            unsafe { s3.0.unlock_upgradable() };
+            assert!(v <= 1);
+        });
+        topology::set_thread_node(Some(1));
+        assert!(read(&shared) <= 1);
+        writer.join().unwrap();
+        upgradable.join().unwrap();
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_handover_returned() > 0,
+        "no upgradable reader cleared a handed-over revocation"
+    );
+}
+
+/// A writer with a deadline queues for `M` behind a writer and gives up there, leaving its
+/// node in `M`'s queue. It marked the lock `TIMED_WRITERS`
+/// first, so the writer ahead does not take that node for a writer who will come: it clears
+/// `WRITER` itself, and the reader gets in (otherwise nobody would, a deadlock loom reports).
+#[test]
+fn timed_writer_in_queue_stops_handover() {
+    tunables::reset_defaults();
+    tunables::set_rwlock_writer_handover(true).unwrap();
+    tunables::set_stealing(false).unwrap();
+    model(2, || {
+        // 0.2 ms a clock reading: the 1 ms deadline lasts a few readings, so the timed writer
+        // queues, then gives up. (Without `TIMED_WRITERS` this model deadlocks.)
+        loom_clock::reset(200_000);
+        let shared = new_shared::<RawMcs, false>(true);
+        let (s2, s3) = (shared.clone(), shared.clone());
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            write(&s2);
+        });
+        let timed = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            if s3
+                .0
+                .try_lock_exclusive_for(std::time::Duration::from_millis(1))
+            {
+                s3.1.with_mut(|v| unsafe { *v += 1 });
+                unsafe { s3.0.unlock_exclusive() };
+            }
+        });
+        writer.join().unwrap();
+        timed.join().unwrap();
+        topology::set_thread_node(Some(1));
+        assert!(read(&shared) >= 1);
+        assert!(!shared.0.is_locked());
+    });
+}

@@ -243,14 +243,23 @@ impl<M: WriterLock> Inflated<M> {
     #[cold]
     pub(super) fn lock_shared_waiting(&self, recursive: bool, deadline: Option<u64>) -> bool {
         let mut registered = false;
+        let handover = crate::tunables::rwlock_writer_handover();
+        let mut budget = SpinBudget::new(deadline);
         let entered = 'outer: loop {
-            let mut budget = SpinBudget::new(deadline);
             loop {
                 // Acquire: pairs with the Release of the writer's unlock (re-checked with
                 // SeqCst in `try_enter_reader`).
                 let state = self.state.word.load(Ordering::Acquire);
                 if state & WRITER == 0 || (recursive && state & HELD == 0) {
                     break;
+                }
+                if handover && state & READERS_WANT == 0 {
+                    // The first reader to find this revocation asks the writers not to hand it
+                    // over (one RMW per revocation; the others see the bit). Relaxed: a hint,
+                    // as `waiting` (no data is published through it).
+                    self.state.word.fetch_or(READERS_WANT, Ordering::Relaxed);
+                    budget.redeclare();
+                    note_probe!(readers_want);
                 }
                 if budget.spin() {
                     continue;
@@ -283,6 +292,16 @@ impl<M: WriterLock> Inflated<M> {
             if wait::expired(deadline) {
                 break false;
             }
+            if handover {
+                // With handovers, one spin for the whole acquisition, not one per window it
+                // lost: a reader that keeps losing the race to the next writer's revocation
+                // registers once its spin is over, and the writers' streak then bounds its
+                // wait (see `admit_waiting_readers`). `try_enter_reader` wrote (its slot):
+                // declare the spin's end again to numa_sim.
+                budget.redeclare();
+            } else {
+                budget = SpinBudget::new(deadline);
+            }
         };
         if registered {
             // Relaxed: as for the registration (a writer giving readers their turn spins on
@@ -295,13 +314,13 @@ impl<M: WriterLock> Inflated<M> {
     /// A writer's whole acquisition in the inflated lock: `M`, fairness to waiting readers,
     /// revocation, drain. At `deadline`, gives everything back.
     pub(super) fn lock_exclusive(&self, deadline: Option<u64>) -> bool {
-        match deadline {
-            None => self.writers.lock_writers(),
-            Some(deadline) => {
-                if !self.writers.try_lock_writers_for(left_until(deadline)) {
-                    return false;
-                }
-            }
+        if !self.lock_writers(deadline) {
+            return false;
+        }
+        // Turned off, a writer that finds a handed-over revocation (the tunable changed
+        // meanwhile) just revokes again.
+        if crate::tunables::rwlock_writer_handover() && self.took_over_revocation() {
+            return true;
         }
         if self.admit_waiting_readers(deadline) && self.revoke_and_drain(deadline) {
             return true;
@@ -311,14 +330,80 @@ impl<M: WriterLock> Inflated<M> {
         false
     }
 
-    /// An upgradable reader's acquisition in the inflated lock: `M` alone.
-    pub(super) fn lock_upgradable(&self, deadline: Option<u64>) -> bool {
+    /// Takes `M`, by `deadline` if there is one. A waiter with a deadline first marks the lock
+    /// `TIMED_WRITERS`, for good: it may give up and leave its node in `M`'s queue, and
+    /// writers must then no longer hand `WRITER` over (see [`may_hand_over`](Self::may_hand_over)).
+    fn lock_writers(&self, deadline: Option<u64>) -> bool {
         match deadline {
             None => {
                 self.writers.lock_writers();
                 true
             }
-            Some(deadline) => self.writers.try_lock_writers_for(left_until(deadline)),
+            Some(deadline) => {
+                // Relaxed load: the mark is set once per lock; the RMW only the first time.
+                if self.state.word.load(Ordering::Relaxed) & TIMED_WRITERS == 0 {
+                    // Relaxed: our swap of `M`'s tail (AcqRel, after this in program order)
+                    // carries it to a writer whose `writers_queued` (Acquire) sees our node.
+                    self.state.word.fetch_or(TIMED_WRITERS, Ordering::Relaxed);
+                }
+                self.writers.try_lock_writers_for(left_until(deadline))
+            }
+        }
+    }
+
+    /// Run by a thread that has just taken `M` to write: if the last holder handed `WRITER`
+    /// over with `M` (only a holder of `M` sets `WRITER`, so `WRITER` set now means that), this
+    /// thread holds the lock exclusively already: no reader got in since that writer drained.
+    /// If readers registered as waiting meanwhile, it gives the revocation back instead (they
+    /// get in) and returns `false`: the caller goes the normal way.
+    #[inline]
+    fn took_over_revocation(&self) -> bool {
+        // Relaxed: `M`'s Acquire orders this after the last holder's writes to `state`, and
+        // only holders of `M` set or clear `WRITER`.
+        let state = self.state.word.load(Ordering::Relaxed);
+        if state & WRITER == 0 {
+            return false;
+        }
+        if state < WAITING_ONE && state & READERS_WANT == 0 {
+            note_probe!(handover_taken);
+            // Relaxed: as in `admit_waiting_readers`, which resets the streak when no reader
+            // waits.
+            if self.state.streak.load(Ordering::Relaxed) != 0 {
+                self.state.streak.store(0, Ordering::Relaxed);
+            }
+            return true;
+        }
+        note_probe!(handover_returned);
+        self.release_writer_bit();
+        false
+    }
+
+    /// An upgradable reader's acquisition in the inflated lock: `M` alone.
+    pub(super) fn lock_upgradable(&self, deadline: Option<u64>) -> bool {
+        if !self.lock_writers(deadline) {
+            return false;
+        }
+        self.give_back_revocation();
+        true
+    }
+
+    /// An upgradable reader's `try_lock_upgradable` in the inflated lock.
+    pub(super) fn try_lock_upgradable(&self) -> bool {
+        if !self.writers.try_lock_writers() {
+            return false;
+        }
+        self.give_back_revocation();
+        true
+    }
+
+    /// Run by an upgradable reader that has just taken `M`: a revocation handed over with `M`
+    /// is cleared (it shares the lock with readers).
+    #[inline]
+    fn give_back_revocation(&self) {
+        // Relaxed: as in `took_over_revocation`.
+        if self.state.word.load(Ordering::Relaxed) & WRITER != 0 {
+            note_probe!(handover_returned);
+            self.release_writer_bit();
         }
     }
 
@@ -326,7 +411,9 @@ impl<M: WriterLock> Inflated<M> {
         if !self.writers.try_lock_writers() {
             return false;
         }
-        if self.revoke_and_drain(Some(now_ns())) {
+        if (crate::tunables::rwlock_writer_handover() && self.took_over_revocation())
+            || self.revoke_and_drain(Some(now_ns()))
+        {
             return true;
         }
         // SAFETY: taken above.
@@ -500,17 +587,66 @@ impl<M: WriterLock> Inflated<M> {
         }
     }
 
-    /// Clears `WRITER` (and `HELD`, `VETO`, `READERS_PARKED`), waking the readers that sleep;
+    /// Writer to writer handover (docs/DESIGN.md, "Writer handover"): whether the unlocking
+    /// writer may leave `WRITER` set and release `M` alone. Yes when another writer or
+    /// upgradable reader is queued for `M` (it will take `M`, and with it the revocation), no
+    /// reader found `WRITER` set since it was last cleared (`READERS_WANT`: under read
+    /// pressure readers would lose the window between two writers, more than the writers
+    /// gain; that also covers the readers registered as waiting), and no
+    /// waiter with a deadline ever queued here (`TIMED_WRITERS`: one that gave up leaves a node
+    /// in the queue that would pass for a waiter, and `M` could end up free with `WRITER` set).
+    /// A stealer may take `M` first: any holder of `M` owns the revocation, so that is fine.
+    #[inline]
+    fn may_hand_over(&self) -> bool {
+        if !crate::tunables::rwlock_writer_handover() {
+            return false;
+        }
+        // Relaxed: a hint (see `READERS_WANT`); re-read below, ordered for `TIMED_WRITERS`.
+        if self.state.word.load(Ordering::Relaxed) & (READERS_WANT | TIMED_WRITERS) != 0 {
+            return false;
+        }
+        // Acquire (`writers_queued`): if the node we see is a timed waiter's, its
+        // `TIMED_WRITERS` (set before it queued) is visible to the load after it.
+        if !self.writers.writers_queued() {
+            return false;
+        }
+        // Relaxed: the count of waiting readers is a fairness hint (as in
+        // `admit_waiting_readers`); `TIMED_WRITERS` is ordered by the Acquire above.
+        let state = self.state.word.load(Ordering::Relaxed);
+        state < WAITING_ONE && state & (READERS_WANT | TIMED_WRITERS) == 0
+    }
+
+    /// Clears `WRITER` (and `HELD`, `VETO`, `READERS_PARKED`, `READERS_WANT`), waking the
+    /// readers that sleep;
     /// `M` stays held.
     pub(super) fn release_writer_bit(&self) {
         // Release: the critical section happens before the readers that see WRITER clear
         // (their loads are Acquire or SeqCst).
-        let old = self
-            .state
-            .word
-            .fetch_and(!(WRITER | HELD | VETO | READERS_PARKED), Ordering::Release);
+        let old = self.state.word.fetch_and(
+            !(WRITER | HELD | VETO | READERS_PARKED | READERS_WANT),
+            Ordering::Release,
+        );
         if old & READERS_PARKED != 0 {
             wait::unpark(&self.state.word);
+        }
+    }
+
+    /// Releases an exclusive lock, handing the revocation over with `M` to the next writer when
+    /// [`may_hand_over`](Self::may_hand_over) says so (nobody but a holder of `M` then gets
+    /// in), and otherwise as [`unlock_exclusive`](Self::unlock_exclusive) does. Not for a
+    /// downgrade: the downgrading thread stays inside as a reader.
+    ///
+    /// # Safety
+    /// The caller holds the exclusive lock (and so `M`).
+    pub(super) unsafe fn unlock_exclusive_or_hand_over(&self) {
+        if self.may_hand_over() {
+            note_probe!(handed_over);
+            // SAFETY: the caller holds `M`. `WRITER` (and `HELD`) stay set: the next holder of
+            // `M` takes the revocation over (`took_over_revocation`, `give_back_revocation`).
+            unsafe { self.writers.unlock_writers() };
+        } else {
+            // SAFETY: the caller's.
+            unsafe { self.unlock_exclusive(false) };
         }
     }
 

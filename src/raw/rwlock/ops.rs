@@ -293,7 +293,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         // Release: as in `unlock_exclusive` (a weak CAS may have failed spuriously).
         if let Err(word) = self.compact_cas(FREE | C_WRITER, FREE, Ordering::Release) {
             // SAFETY: the caller holds the exclusive lock, hence `M` (inherited or taken).
-            unsafe { self.block(word).unlock_exclusive(false) };
+            unsafe { self.block(word).unlock_exclusive_or_hand_over() };
         }
     }
 
@@ -351,7 +351,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         let mut word = self.load_word();
         loop {
             if !is_compact(word) {
-                return self.block(word).writers.try_lock_writers();
+                return self.block(word).try_lock_upgradable();
             }
             match word.addr() {
                 FREE => match self.compact_cas(FREE, FREE | C_UPGRADABLE, Ordering::Acquire) {
@@ -360,7 +360,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                 },
                 state if state & (C_WRITER | C_UPGRADABLE) != 0 => return false,
                 // One reader: sharing is possible, in the inflated lock.
-                _ => return self.inflate(word).writers.try_lock_writers(),
+                _ => return self.inflate(word).try_lock_upgradable(),
             }
         }
     }

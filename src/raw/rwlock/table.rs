@@ -330,6 +330,31 @@ pub mod probe {
         take_normalized
     );
     probe!(
+        /// A writer released `M` alone, leaving `WRITER` set for the next holder of `M`.
+        HANDED_OVER,
+        handed_over,
+        take_handed_over
+    );
+    probe!(
+        /// A writer took `M` with `WRITER` set and held the lock without a revocation.
+        HANDOVER_TAKEN,
+        handover_taken,
+        take_handover_taken
+    );
+    probe!(
+        /// A holder of `M` found `WRITER` handed over and cleared it (an upgradable reader, or a
+        /// writer with readers registered as waiting).
+        HANDOVER_RETURNED,
+        handover_returned,
+        take_handover_returned
+    );
+    probe!(
+        /// A reader found `WRITER` and set `READERS_WANT`.
+        READERS_WANT,
+        readers_want,
+        take_readers_want
+    );
+    probe!(
         /// A reader set the bias again after the inhibition.
         REBIASED,
         rebiased,
