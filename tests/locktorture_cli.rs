@@ -179,6 +179,14 @@ fn unknown_stealing_value_is_rejected() {
 }
 
 #[test]
+fn unknown_rwlock_handover_value_is_rejected() {
+    assert_rejected(
+        &["--rwlock-handover", "yes"],
+        &["'yes'", "--rwlock-handover", "on, off"],
+    );
+}
+
+#[test]
 fn bad_hq_domain_handoffs_are_rejected() {
     // The setter's error names the value and the allowed range.
     assert_rejected(

@@ -139,6 +139,10 @@ fn other_bad_values_are_rejected() {
         &["'maybe'", "--stealing", "on", "off"],
     );
     assert_rejected(
+        &["--rwlock-handover", "yes"],
+        &["'yes'", "--rwlock-handover", "on", "off"],
+    );
+    assert_rejected(
         &["--format", "json"],
         &["'json'", "--format", "table", "csv"],
     );

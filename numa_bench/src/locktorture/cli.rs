@@ -162,6 +162,9 @@ pub struct Options {
     pub remote_penalty_ns: u64,
     /// Whether this crate's locks may steal (`numa_locks::tunables::set_stealing`).
     pub stealing: bool,
+    /// Whether this crate's rwlocks hand the revocation from writer to writer
+    /// (`numa_locks::tunables::set_rwlock_writer_handover`).
+    pub rwlock_handover: bool,
     /// Output format.
     pub format: Format,
     /// Where to draw throughput against threads (`--plot`).
@@ -210,8 +213,8 @@ const MAX_WORK: u64 = 1_000_000;
 const MAX_THINK_SPINS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --spin-us, --steal-bound-us, \
-                            --hq-domain-handoffs, --format, --plot, \
+                            --remote-penalty-ns, --stealing, --rwlock-handover, --spin-us, \
+                            --steal-bound-us, --hq-domain-handoffs, --format, --plot, \
                             --stats, --slots, --notify, --read-pct, --writers, --work, --think-spins, \
                             --help";
 
@@ -349,6 +352,12 @@ struct Args {
     #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set,
           value_parser = parse_stealing, allow_hyphen_values = true)]
     stealing: bool,
+
+    /// Whether this crate's rwlocks hand the readers' revocation from writer to writer
+    /// (numa_locks::tunables::set_rwlock_writer_handover; for write-heavy rwlocks)
+    #[arg(long, value_name = "on|off", default_value = "off", action = clap::ArgAction::Set,
+          value_parser = parse_rwlock_handover, allow_hyphen_values = true)]
+    rwlock_handover: bool,
 
     /// Tunable: how long this crate's waiters spin before they park, in microseconds
     /// (numa_locks::tunables::set_spin_time) [default: 5]
@@ -500,6 +509,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
         virtual_nodes: args.virtual_nodes,
         remote_penalty_ns: args.remote_penalty_ns,
         stealing: args.stealing,
+        rwlock_handover: args.rwlock_handover,
         format: args.format,
         plot: args.plot,
         stats: args.stats,
@@ -578,7 +588,7 @@ fn expected_value(flag: &str) -> String {
         "--runs" => format!("an integer from 1 to {MAX_RUNS}"),
         "--virtual-nodes" => format!("an integer from 1 to {MAX_VIRTUAL_NODES}"),
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
-        "--stealing" => "allowed: on, off".to_string(),
+        "--stealing" | "--rwlock-handover" => "allowed: on, off".to_string(),
         "--spin-us" | "--steal-bound-us" => {
             "a non-negative number of microseconds, e.g. 5 or 0.5".to_string()
         }
@@ -708,11 +718,19 @@ fn parse_penalty_ns(value: &str) -> Result<u64, CliError> {
 }
 
 fn parse_stealing(value: &str) -> Result<bool, CliError> {
+    parse_switch("--stealing", value)
+}
+
+fn parse_rwlock_handover(value: &str) -> Result<bool, CliError> {
+    parse_switch("--rwlock-handover", value)
+}
+
+fn parse_switch(name: &str, value: &str) -> Result<bool, CliError> {
     match value {
         "on" => Ok(true),
         "off" => Ok(false),
         _ => Err(CliError(format!(
-            "unknown value '{value}' in --stealing; allowed: on, off"
+            "unknown value '{value}' in {name}; allowed: on, off"
         ))),
     }
 }

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 /// `stats` reads the wait and hold statistics of numa_locks' mutexes after every run; without it
 /// the rows have none.
 pub fn torture(options: &Options, stats: Option<StatsReader>) -> (Vec<Row>, usize) {
-    // Always valid: set_stealing only returns Result like every tunable's setter.
+    // Always valid: these setters only return Result like every tunable's setter.
     let _ = numa_locks::tunables::set_stealing(options.stealing);
+    let _ = numa_locks::tunables::set_rwlock_writer_handover(options.rwlock_handover);
     let nodes = options
         .virtual_nodes
         .unwrap_or_else(numa_locks::topology::node_count);

@@ -387,6 +387,11 @@ struct Args {
     #[arg(long, value_name = "on|off", default_value = "on")]
     stealing: Switch,
 
+    /// Whether this crate's rwlocks hand the readers' revocation from writer to writer
+    /// (numa_locks::tunables::set_rwlock_writer_handover); the models are not affected
+    #[arg(long, value_name = "on|off", default_value = "off")]
+    rwlock_handover: Switch,
+
     /// Whether the ttas model hands the lock directly to the thread it wakes about every 0.5 ms
     /// (parking_lot 0.12's eventual fairness; 0.13 has none)
     #[arg(long, value_name = "on|off", default_value = "on")]
@@ -565,8 +570,9 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     use numa_locks::tunables;
 
     let micros = |us: f64| Duration::from_secs_f64(us / 1e6);
-    // Always valid: set_stealing returns Result like every setter.
+    // Always valid: these two setters return Result like every setter.
     let _ = tunables::set_stealing(args.stealing == Switch::On);
+    let _ = tunables::set_rwlock_writer_handover(args.rwlock_handover == Switch::On);
     if let Some(us) = args.spin_us {
         tunables::set_spin_time(micros(us)).map_err(|e| format!("--spin-us {us}: {e}"))?;
     }
