@@ -317,9 +317,7 @@ impl<M: WriterLock> Inflated<M> {
         if !self.lock_writers(deadline) {
             return false;
         }
-        // Turned off, a writer that finds a handed-over revocation (the tunable changed
-        // meanwhile) just revokes again.
-        if crate::tunables::rwlock_writer_handover() && self.took_over_revocation() {
+        if self.took_over_revocation() {
             return true;
         }
         if self.admit_waiting_readers(deadline) && self.revoke_and_drain(deadline) {
@@ -355,9 +353,15 @@ impl<M: WriterLock> Inflated<M> {
     /// over with `M` (only a holder of `M` sets `WRITER`, so `WRITER` set now means that), this
     /// thread holds the lock exclusively already: no reader got in since that writer drained.
     /// If readers registered as waiting meanwhile, it gives the revocation back instead (they
-    /// get in) and returns `false`: the caller goes the normal way.
+    /// get in) and returns `false`: the caller goes the normal way (as it does with the handover
+    /// off).
     #[inline]
     fn took_over_revocation(&self) -> bool {
+        // Turned off, a writer that finds a handed-over revocation (the tunable changed
+        // meanwhile) just revokes again.
+        if !crate::tunables::rwlock_writer_handover() {
+            return false;
+        }
         // Relaxed: `M`'s Acquire orders this after the last holder's writes to `state`, and
         // only holders of `M` set or clear `WRITER`.
         let state = self.state.word.load(Ordering::Relaxed);
@@ -366,11 +370,8 @@ impl<M: WriterLock> Inflated<M> {
         }
         if state < WAITING_ONE && state & READERS_WANT == 0 {
             note_probe!(handover_taken);
-            // Relaxed: as in `admit_waiting_readers`, which resets the streak when no reader
-            // waits.
-            if self.state.streak.load(Ordering::Relaxed) != 0 {
-                self.state.streak.store(0, Ordering::Relaxed);
-            }
+            // No reader waits: as in `admit_waiting_readers`.
+            self.end_streak();
             return true;
         }
         note_probe!(handover_returned);
@@ -411,14 +412,23 @@ impl<M: WriterLock> Inflated<M> {
         if !self.writers.try_lock_writers() {
             return false;
         }
-        if (crate::tunables::rwlock_writer_handover() && self.took_over_revocation())
-            || self.revoke_and_drain(Some(now_ns()))
-        {
+        if self.took_over_revocation() || self.revoke_and_drain(Some(now_ns())) {
             return true;
         }
         // SAFETY: taken above.
         unsafe { self.writers.unlock_writers() };
         false
+    }
+
+    /// The holder of `M`, finding no reader waiting: the streak of writers ahead of registered
+    /// readers is over.
+    #[inline]
+    fn end_streak(&self) {
+        // Relaxed: only the holder of `M` touches the streak; `M` orders it. Written only when
+        // it changes.
+        if self.state.streak.load(Ordering::Relaxed) != 0 {
+            self.state.streak.store(0, Ordering::Relaxed);
+        }
     }
 
     /// The holder of `M`, before it revokes: counts the streak of writers that went ahead of
@@ -430,11 +440,7 @@ impl<M: WriterLock> Inflated<M> {
     pub(super) fn admit_waiting_readers(&self, deadline: Option<u64>) -> bool {
         // Relaxed: a fairness hint (see the registration in `lock_shared_waiting`).
         if self.state.word.load(Ordering::Relaxed) < WAITING_ONE {
-            // Relaxed: only the holder of `M` touches the streak; `M` orders it. Written only
-            // when it changes.
-            if self.state.streak.load(Ordering::Relaxed) != 0 {
-                self.state.streak.store(0, Ordering::Relaxed);
-            }
+            self.end_streak();
             return true;
         }
         // Relaxed (streak and its start): only the holder of `M` touches them; `M` orders it.
