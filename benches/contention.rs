@@ -194,6 +194,33 @@ fn uncontended_timed(c: &mut Criterion) {
     group.finish();
 }
 
+/// `delegate` against `lock()` + `unlock()` on the same uncontended lock (issue #39's bound:
+/// at most 1.05x).
+fn uncontended_delegate_lock<R>(name: &str, group: &mut Group<'_>)
+where
+    R: lock_api::RawMutex + Send + Sync,
+    lock_api::Mutex<R, u64>: numa_locks::Delegate<u64>,
+{
+    use numa_locks::Delegate;
+    let lock = lock_api::Mutex::<R, u64>::new(0);
+    group.bench_function(BenchmarkId::new(name, "lock"), |b| {
+        b.iter(|| *lock.lock() += 1)
+    });
+    group.bench_function(BenchmarkId::new(name, "delegate"), |b| {
+        b.iter(|| lock.delegate(|v| *v += 1))
+    });
+    black_box(lock.into_inner());
+}
+
+fn uncontended_delegate(c: &mut Criterion) {
+    let mut group = c.benchmark_group("uncontended_delegate");
+    group.sample_size(50);
+    uncontended_delegate_lock::<numa_locks::raw::RawMcs>("mcs", &mut group);
+    uncontended_delegate_lock::<numa_locks::raw::RawCna>("cna", &mut group);
+    uncontended_delegate_lock::<numa_locks::raw::RawHq>("hq", &mut group);
+    group.finish();
+}
+
 fn contended_lock<L: BenchLock>(name: &str, group: &mut Group<'_>) {
     for threads in contended_thread_counts() {
         group.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, &threads| {
@@ -502,7 +529,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = uncontended, uncontended_timed, contended, cs_length, pingpong, handoff_no_steal,
+    targets = uncontended, uncontended_timed, uncontended_delegate, contended, cs_length, pingpong, handoff_no_steal,
         condvar_pingpong, condvar_notify_all
 }
 criterion_main!(benches);

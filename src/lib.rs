@@ -35,6 +35,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(docsrs, doc(auto_cfg(hide(loom, numa_sim))))]
 
+mod delegate;
 #[cfg(feature = "lockup")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lockup")))]
 pub mod lockup;
@@ -52,6 +53,7 @@ pub mod topology;
 pub mod tunables;
 mod wait;
 
+pub use delegate::Delegate;
 /// `lock_api`, re-exported as parking_lot does, and its condvar timeout result.
 pub use lock_api::{self, WaitTimeoutResult};
 #[cfg(not(loom))]

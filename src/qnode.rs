@@ -50,6 +50,11 @@ pub(crate) struct QNode {
     /// While the node waits in a condition variable's list: 1, or 2 once notified; 0 otherwise
     /// (guarded by that condition variable's list lock; see `raw/condvar.rs`).
     pub(crate) cv_queued: AtomicU32,
+    /// The address of the closure a `delegate` caller published for the holder to run (a
+    /// `delegate::Request` on its stack), 0 for a `lock()` caller. Written by the owner before
+    /// the tail swap that publishes the node; cleared by whoever runs it, before the `DONE`
+    /// status that releases the node (see `raw::delegate`).
+    pub(crate) request: AtomicU64,
 }
 
 /// A waiter's place as [`QNode::numa`] holds it: its NUMA node in the low 32 bits and its cache
@@ -87,7 +92,9 @@ pub(crate) fn current_place() -> u64 {
 /// - `ABANDONED` (2): a timed waiter gave up: the node belongs to the queue, which skips it;
 /// - `NEXT` (3): queued, marked by the queue head as the next head: spinning, and it neither
 ///   parks nor abandons until the head takes the mark back or makes it head;
-/// - `HEAD | payload << 3`: this waiter is now the queue head; `payload` is lock-specific.
+/// - `HEAD | payload << 3`: this waiter is now the queue head; `payload` is lock-specific;
+/// - `DONE` (`HEAD | 1`): a `delegate` waiter whose closure the holder ran: it leaves the queue
+///   without the lock (its node is out of every queue) and takes its result.
 ///
 /// Transitions: the owner writes `WAITING` before it publishes the node; the owner sets
 /// `WAITING → PARKED` (CAS) before sleeping; the predecessor (or, for CNA and HQ, the head that
@@ -100,7 +107,10 @@ pub(crate) fn current_place() -> u64 {
 /// passed sets `WAITING | PARKED → ABANDONED` (CAS, so exactly one of the swap and the
 /// abandonment wins; never from `NEXT`) and never touches the node again; the thread that then
 /// swaps `HEAD` in sees `ABANDONED`, owns the node, passes headship on from it and recycles it.
-/// `HEAD` is never taken back. The payload (29 bits) carries a queue index or a counter: `HEAD`
+/// `HEAD` is never taken back. A holder that runs a waiter's published closure instead of making
+/// it head (`delegate::try_serve`) owns the node's place in the queue as it would own an
+/// abandoned node's, passes headship on from it, and ends with one swap of `DONE` (Release; an
+/// unpark if it saw `PARKED`), its last access to the node. The payload (29 bits) carries a queue index or a counter: `HEAD`
 /// is a bit of its own, so "go with payload 0" differs from every other state.
 pub(crate) mod status {
     /// Queued, not head.
@@ -113,6 +123,9 @@ pub(crate) mod status {
     pub(crate) const NEXT: u32 = 3;
     /// Head of the queue: may contend for the lock word.
     pub(crate) const HEAD: u32 = 4;
+    /// A `delegate` waiter's closure ran: it leaves without the lock. `HEAD` with low bits that
+    /// no `head_with` status has, so a waiter's wait for headship ends on it too.
+    pub(crate) const DONE: u32 = HEAD | 1;
     /// Shift of the lock-specific payload that travels with `HEAD`.
     pub(crate) const PAYLOAD_SHIFT: u32 = 3;
     /// The largest payload.
@@ -143,6 +156,7 @@ impl QNode {
             proxy_busy: AtomicU32::new(0),
             hq_slot: AtomicU32::new(0),
             cv_queued: AtomicU32::new(0),
+            request: AtomicU64::new(0),
         }
     }
 
@@ -156,6 +170,8 @@ impl QNode {
         self.fifo_next.store(0, Ordering::Relaxed);
         self.hq_slot.store(0, Ordering::Relaxed);
         self.numa.store(numa, Ordering::Relaxed);
+        // The calling thread's published `delegate` closure, if this queueing is a delegation.
+        self.request.store(pending(), Ordering::Relaxed);
     }
 }
 
@@ -179,6 +195,9 @@ pub(crate) enum Queued {
     /// The deadline passed while the thread waited behind others: it left its node in the queue
     /// marked `ABANDONED`. The node belongs to the queue now.
     Abandoned,
+    /// A `delegate` waiter whose closure the holder ran (status `DONE`): it leaves without the
+    /// lock. Its node is out of every queue.
+    Served,
 }
 
 impl Queued {
@@ -190,20 +209,29 @@ impl Queued {
 }
 
 /// Runs `queued` with the calling thread's node index (its own, or a borrowed spare) and returns
-/// whether it acquired the lock; or runs `unqueued` in the one case where no node can be had (a
-/// million threads alive at once), so that `lock()` never panics: the caller then waits without a
-/// queue position.
+/// how the wait ended; or runs `unqueued` in the one case where no node can be had (a million
+/// threads alive at once), so that `lock()` never panics: the caller then waits without a queue
+/// position (`Acquired` if it took the lock, `GaveUp` if its deadline passed).
 ///
 /// If the wait abandoned the node, the thread's slot takes a fresh index (the old one now
-/// belongs to the queue, which recycles it).
+/// belongs to the queue, which recycles it). A `delegate` holder may run other threads'
+/// closures, which may take other locks, inside its own `lock()`; it does so only from
+/// `make_head`, when its own node is already out of every queue, so they may reuse it.
 #[inline]
 pub(crate) fn with_node(
     queued: impl FnOnce(u32) -> Queued,
     unqueued: impl FnOnce() -> bool,
-) -> bool {
+) -> Queued {
     thread_local! {
         static SLOT: Slot = Slot(Cell::new(registry::acquire()));
     }
+    let unqueued = || {
+        if unqueued() {
+            Queued::Acquired
+        } else {
+            Queued::GaveUp
+        }
+    };
     match SLOT.try_with(|slot| slot.0.get()) {
         Ok(Some(index)) => {
             let outcome = queued(index);
@@ -211,7 +239,7 @@ pub(crate) fn with_node(
                 // The destructor cannot have run: we are inside the thread's own code.
                 let _ = SLOT.try_with(|slot| slot.0.set(registry::acquire()));
             }
-            outcome.acquired()
+            outcome
         }
         Ok(None) => unqueued(),
         Err(_) => {
@@ -225,7 +253,7 @@ pub(crate) fn with_node(
                     if outcome == Queued::Abandoned {
                         spare.0.set(None);
                     }
-                    outcome.acquired()
+                    outcome
                 }
                 None => unqueued(),
             }
@@ -233,11 +261,58 @@ pub(crate) fn with_node(
     }
 }
 
-/// Returns an abandoned node's index to the registry. Called once, by the thread that passed
-/// headship over the node (after its last access to it); the `ABANDONED` CAS (Release) and that
-/// thread's swap of `HEAD` (Acquire) order the abandoning thread's accesses before any reuse.
+/// Lets go of a node whose place in a queue the caller owned and has passed headship on from
+/// (after its last access to it): an abandoned node goes back to the registry (the `ABANDONED`
+/// CAS, Release, and the caller's swap of `HEAD`, Acquire, order the abandoning thread's
+/// accesses before any reuse); a served `delegate` waiter's node goes back to its waiter, with
+/// `DONE` ([`release_served`]). A waiter that gave up never has a request: only `delegate`
+/// publishes one, and it waits without a deadline.
 pub(crate) fn recycle(index: u32) {
-    registry::release(index);
+    let n = node(index);
+    // Relaxed: written by the owner before its node was published, and read by the caller
+    // before (`delegate::try_serve`).
+    if n.request.load(Ordering::Relaxed) != 0 {
+        release_served(n);
+    } else {
+        registry::release(index);
+    }
+}
+
+thread_local! {
+    /// The request (`QNode::request`) the calling thread publishes in the next queue node it
+    /// enqueues: set by `delegate` around its slow path, 0 otherwise.
+    static PENDING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The request the calling thread publishes in the queue node it is about to enqueue
+/// (`QNode::reset`): 0 outside `delegate`'s slow path.
+#[inline]
+fn pending() -> u64 {
+    PENDING.try_with(Cell::get).unwrap_or(0)
+}
+
+/// Sets the request the calling thread publishes in its next queue node; returns the one it
+/// replaces.
+pub(crate) fn replace_pending(request: u64) -> u64 {
+    PENDING.try_with(|p| p.replace(request)).unwrap_or(0)
+}
+
+/// Releases a served `delegate` waiter (`recycle` of a node with a request): its outcome is
+/// stored, and the holder that ran its closure is done with the node's links. `request` is
+/// cleared first (so the node reads as unpublished until its owner resets it); the swap of
+/// `DONE` is the last access to the node.
+fn release_served(n: &QNode) {
+    // Relaxed: ordered before the owner's next use by the Release swap below.
+    n.request.store(0, Ordering::Relaxed);
+    // Release: pairs with the waiter's Acquire load of its status (`wait_for_head`): the
+    // closure's outcome and effects happen before it returns. The waiter never waits with a
+    // deadline, and only the holder writes its status while its place is the holder's, so it is
+    // `WAITING` or `PARKED`.
+    let old = n.status.swap(status::DONE, Ordering::Release);
+    debug_assert!(old == status::WAITING || old == status::PARKED, "{old}");
+    if old == status::PARKED {
+        crate::wait::unpark(&n.status);
+    }
 }
 
 /// Takes the calling thread's **proxy** node, if it is free: a second node per thread that a

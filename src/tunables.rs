@@ -63,6 +63,19 @@ pub const DEFAULT_HQ_LOCAL_HANDOFFS: u64 = 64;
 /// longest that kept the tail of the waits bounded (docs/DESIGN.md, "Decision record: HQ turn
 /// limits").
 pub const DEFAULT_HQ_DOMAIN_HANDOFFS: u64 = 16;
+/// Default for the most closures a `delegate` caller that holds the lock runs for the waiters
+/// queued behind it before it hands the lock on: 16.
+///
+/// Trade-off: a longer batch keeps the data on one node for more critical sections; a shorter
+/// one bounds how long the other nodes' (or cache domains') waiters wait. 16 kept the tail of
+/// a delegating HqMutex's waits at or below HqMutex's own on a two-socket EPYC, where longer
+/// batches lengthened it, at a small cost in throughput on four Xeon sockets (docs/DESIGN.md,
+/// "Decision record: delegation bounds").
+pub const DEFAULT_DELEGATE_BATCH: u64 = 16;
+/// Default for the longest a `delegate` caller that holds the lock goes on running others'
+/// closures: 25 µs, the CNA flush threshold, the crate's bound on how long a waiter of another
+/// node waits for a node's turn (docs/DESIGN.md, "Decision record: delegation bounds").
+pub const DEFAULT_DELEGATE_BATCH_TIME: Duration = Duration::from_micros(25);
 
 const MAX_SPIN_TIME: Duration = Duration::from_secs(1);
 const MIN_BOUND: Duration = Duration::from_micros(1);
@@ -76,6 +89,9 @@ static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos()
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
 static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
 static HQ_DOMAIN_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_DOMAIN_HANDOFFS);
+static DELEGATE_BATCH: AtomicU64 = AtomicU64::new(DEFAULT_DELEGATE_BATCH);
+static DELEGATE_BATCH_NS: AtomicU64 = AtomicU64::new(DEFAULT_DELEGATE_BATCH_TIME.as_nanos() as u64);
+const MAX_DELEGATE_BATCH: u64 = 1 << 16;
 /// The lockup threshold in ns; 0 = off.
 #[cfg(feature = "lockup")]
 static LOCKUP_THRESHOLD_NS: AtomicU64 = AtomicU64::new(0);
@@ -261,6 +277,67 @@ pub fn hq_domain_handoffs() -> u64 {
     HQ_DOMAIN_HANDOFFS.load(Relaxed)
 }
 
+/// Sets the most closures a [`delegate`](crate::Delegate::delegate) caller that holds the lock
+/// runs for the waiters queued behind it before it hands the lock on (default
+/// [`DEFAULT_DELEGATE_BATCH`]). 0 turns combining off: every waiter is made head and runs its
+/// own closure, as with `lock()`. Allowed: 0 to 65536.
+///
+/// ```
+/// use numa_locks::tunables;
+///
+/// tunables::set_delegate_batch(16).unwrap();
+/// assert_eq!(tunables::delegate_batch(), 16);
+/// let err = tunables::set_delegate_batch(100_000).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid delegate_batch 100000: allowed 0 to 65536");
+/// # tunables::reset_defaults();
+/// ```
+pub fn set_delegate_batch(value: u64) -> Result<(), TunableError> {
+    if value > MAX_DELEGATE_BATCH {
+        return Err(TunableError {
+            name: "delegate_batch",
+            value: value.to_string(),
+            allowed: "0 to 65536",
+        });
+    }
+    DELEGATE_BATCH.store(value, Relaxed);
+    Ok(())
+}
+
+/// The most closures a `delegate` holder runs for others before it hands the lock on.
+pub fn delegate_batch() -> u64 {
+    DELEGATE_BATCH.load(Relaxed)
+}
+
+/// Sets the longest a [`delegate`](crate::Delegate::delegate) caller that holds the lock goes
+/// on running the closures of waiters queued behind it (default
+/// [`DEFAULT_DELEGATE_BATCH_TIME`]), checked before each closure after the first. Allowed:
+/// 1 µs to 10 s.
+pub fn set_delegate_batch_time(value: Duration) -> Result<(), TunableError> {
+    let ns = check_duration(
+        "delegate_batch_time",
+        value,
+        MIN_BOUND,
+        MAX_BOUND,
+        "1µs to 10s",
+    )?;
+    DELEGATE_BATCH_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// The longest a `delegate` holder goes on running others' closures.
+pub fn delegate_batch_time() -> Duration {
+    Duration::from_nanos(DELEGATE_BATCH_NS.load(Relaxed))
+}
+
+/// [`delegate_batch`] and [`delegate_batch_time`] (ns), for the combiner.
+#[inline]
+pub(crate) fn delegate_bounds() -> (u64, u64) {
+    (
+        DELEGATE_BATCH.load(Relaxed),
+        DELEGATE_BATCH_NS.load(Relaxed),
+    )
+}
+
 /// Sets the time after which the queue head of a lock that has not been acquired meanwhile
 /// reports a suspected lockup (feature `lockup`; see [`crate::lockup`]). `Duration::ZERO` turns
 /// reports off (the default). Allowed: 0, or 1 ms to 1 hour.
@@ -298,6 +375,8 @@ pub fn reset_defaults() {
     STEALING.store(DEFAULT_STEALING, Relaxed);
     RWLOCK_WRITER_HANDOVER.store(DEFAULT_RWLOCK_WRITER_HANDOVER, Relaxed);
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
+    DELEGATE_BATCH.store(DEFAULT_DELEGATE_BATCH, Relaxed);
+    DELEGATE_BATCH_NS.store(DEFAULT_DELEGATE_BATCH_TIME.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
     HQ_LOCAL_HANDOFFS.store(DEFAULT_HQ_LOCAL_HANDOFFS, Relaxed);
     HQ_DOMAIN_HANDOFFS.store(DEFAULT_HQ_DOMAIN_HANDOFFS, Relaxed);

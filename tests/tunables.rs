@@ -50,6 +50,32 @@ fn setters_validate_and_take_effect() {
         tunables::DEFAULT_HQ_DOMAIN_HANDOFFS
     );
     assert!(tunables::stealing());
+    assert_eq!(tunables::delegate_batch(), tunables::DEFAULT_DELEGATE_BATCH);
+    assert_eq!(
+        tunables::delegate_batch_time(),
+        tunables::DEFAULT_DELEGATE_BATCH_TIME
+    );
+    tunables::set_delegate_batch(0).unwrap();
+    assert_eq!(tunables::delegate_batch(), 0);
+    assert_rejected(
+        tunables::set_delegate_batch(65_537),
+        "delegate_batch",
+        "65537",
+    );
+    assert_eq!(
+        tunables::delegate_batch(),
+        0,
+        "a rejected value changes nothing"
+    );
+    tunables::set_delegate_batch(65_536).unwrap();
+    tunables::set_delegate_batch_time(Duration::from_micros(3)).unwrap();
+    assert_eq!(tunables::delegate_batch_time(), Duration::from_micros(3));
+    assert_rejected(
+        tunables::set_delegate_batch_time(Duration::ZERO),
+        "delegate_batch_time",
+        "0ns",
+    );
+    assert_eq!(tunables::delegate_batch_time(), Duration::from_micros(3));
     assert_eq!(
         tunables::rwlock_writer_handover(),
         tunables::DEFAULT_RWLOCK_WRITER_HANDOVER

@@ -175,6 +175,7 @@ impl RawCna {
             // Release: pairs with the Acquire loads of the link (`wait_for_next`, the walk).
             node(prev).next.store(me, Ordering::Release);
             match wait_for_head(my, deadline) {
+                Some(status::DONE) => return Queued::Served,
                 Some(head) => secondary = status::payload(head),
                 None => return Queued::Abandoned,
             }
@@ -472,8 +473,16 @@ impl RawCna {
     ///   `(me, *) → (secondary_tail, *)`, and its first node is next, with no payload;
     /// - we are the tail and there is none: `(me, *) → (0, *)`, and the reservation a head
     ///   would have consumed is cleared.
-    fn leave_headship(&self, me: u32, secondary: u32, owned: bool) -> Option<(u32, u32)> {
+    fn leave_headship(&self, me: u32, mut secondary: u32, owned: bool) -> Option<(u32, u32)> {
         let my = node(me);
+        // Relaxed: written by the owner before the tail swap that published the node.
+        if owned && my.request.load(Ordering::Relaxed) != 0 {
+            // A `delegate` waiter whose closure the holder ran (on this node): reorder from it
+            // as a head of this node would, so that the next waiter made head or served is
+            // this node's too, not the first remote arrival.
+            let numa = my.numa.load(Ordering::Relaxed);
+            self.order_queue(me, numa, &mut secondary, &mut Walk { cursor: 0 });
+        }
         let mut next = my.next.load(Ordering::Acquire);
         if next == 0 {
             if self.tail.load(Ordering::Relaxed) == me {
@@ -590,6 +599,9 @@ impl QueueLock for RawCna {
 }
 
 impl crate::raw::QueuePolicy for RawCna {
+    // Docs: `crate::raw::delegate::Locality`.
+    const DELEGATE_LOCALITY: crate::raw::delegate::Locality = crate::raw::delegate::Locality::Node;
+
     #[inline]
     fn nobody_queued(&self) -> bool {
         // Relaxed: only a hint for stealing; the queue orders those who queue.

@@ -143,7 +143,7 @@ impl<R: QueueLock> RawCondvar<R> {
             },
             || false,
         );
-        if !queued {
+        if !queued.acquired() {
             // No queue node at all: a spurious wake-up (see the module docs).
             // SAFETY: the caller holds `mutex`.
             unsafe { mutex.unlock_queue_lock(Token::new()) };

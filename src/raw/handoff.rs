@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// Waits until this waiter is made queue head; returns the `HEAD` status with its payload.
-/// With a `deadline`, gives up once it has passed: the node is marked `ABANDONED` and left in
+/// Waits until this waiter is made queue head; returns the `HEAD` status with its payload, or
+/// `DONE` for a `delegate` waiter whose closure the holder ran. With a `deadline` (never for a
+/// `delegate` waiter), gives up once it has passed: the node is marked `ABANDONED` and left in
 /// the queue (`None`); the caller must never touch it again.
 pub(crate) fn wait_for_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
     loop {
@@ -68,12 +69,17 @@ fn await_head(me: &QNode, deadline: Option<u64>) -> Option<u32> {
 }
 
 /// Makes `next` the queue head, handing it `payload`; wakes it if it sleeps. Returns `false` if
-/// `next` had been abandoned by its timed waiter: the caller then owns the node, must pass
-/// headship on from it as a departing head would, and must recycle it.
+/// `next` had been abandoned by its timed waiter, or if the caller (a `delegate` holder) ran the
+/// closure `next`'s waiter published instead (`delegate::try_serve`): the caller then owns the
+/// node's place, must pass headship on from it as a departing head would, and must recycle it
+/// (which, for a served node, releases its waiter).
 #[inline]
 #[must_use]
 pub(crate) fn make_head(next: &QNode, payload: u32) -> bool {
     debug_assert!(payload <= status::PAYLOAD_MAX);
+    if crate::raw::delegate::try_serve(next) {
+        return false;
+    }
     let word: *const AtomicU32 = &next.status;
     // Release: pairs with the Acquire load in `wait_for_head`. Acquire: pairs with the Release
     // CAS of a waiter that abandoned the node, which we may then recycle.
@@ -119,8 +125,15 @@ pub(crate) enum Handoff {
 /// whether it is marked (`false` if its timed waiter abandoned it). Relaxed: nothing is
 /// published; the waiter re-reads its status, and the head that made us head ordered the
 /// queue's links before our reading them.
+///
+/// A `delegate` holder does not mark a waiter whose published closure it will run instead
+/// (`delegate::would_serve`): a marked waiter is made head with plain stores, past the hook
+/// where it serves. It returns `false` for it, as for an abandoned one.
 #[inline]
 pub(crate) fn mark_next(next: &QNode) -> bool {
+    if crate::raw::delegate::would_serve(next) {
+        return false;
+    }
     // Expect a spinning waiter: the CAS alone, without a load first, is one transfer of the
     // waiter's line, not two.
     let mut s = status::WAITING;

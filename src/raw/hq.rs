@@ -750,6 +750,10 @@ impl QueueLock for RawHq {
 }
 
 impl crate::raw::QueuePolicy for RawHq {
+    // Docs: `crate::raw::delegate::Locality`.
+    const DELEGATE_LOCALITY: crate::raw::delegate::Locality =
+        crate::raw::delegate::Locality::Domain;
+
     #[inline]
     fn nobody_queued(&self) -> bool {
         // Relaxed: only a hint for stealing; the queue orders those who queue.

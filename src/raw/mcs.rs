@@ -30,7 +30,7 @@
 //! at once, and recycles the node. So every path that passes headship skips abandoned nodes, and
 //! a queue of abandoned nodes drains without anyone waiting for them.
 
-use crate::qnode::{self, Queued, node};
+use crate::qnode::{self, Queued, node, status};
 use crate::raw::{
     LockCore, QueueLock, Token, impl_raw_mutex, premark, wait_for_head, wait_for_next, walk_links,
 };
@@ -107,8 +107,10 @@ impl RawMcs {
         if prev != 0 {
             // Release: pairs with the Acquire in `wait_for_next`; `prev` may now make us head.
             node(prev).next.store(me, Ordering::Release);
-            if wait_for_head(my, deadline).is_none() {
-                return Queued::Abandoned;
+            match wait_for_head(my, deadline) {
+                Some(status::DONE) => return Queued::Served,
+                Some(_) => {}
+                None => return Queued::Abandoned,
             }
         }
         self.lock_as_head(me, deadline)
@@ -210,6 +212,9 @@ impl QueueLock for RawMcs {
 }
 
 impl crate::raw::QueuePolicy for RawMcs {
+    // Docs: `crate::raw::delegate::Locality`.
+    const DELEGATE_LOCALITY: crate::raw::delegate::Locality = crate::raw::delegate::Locality::Any;
+
     #[inline]
     fn nobody_queued(&self) -> bool {
         // Relaxed: only a hint for stealing; the queue orders those who queue.

@@ -14,6 +14,7 @@
 
 mod cna;
 mod condvar;
+pub(crate) mod delegate;
 mod hq;
 mod mcs;
 pub(crate) mod rwlock;
@@ -142,8 +143,8 @@ impl LockCore {
 
     /// The slow path's start: if stealing is on, spin-steal while `nobody_queued()`; otherwise
     /// (or if that fails) wait in the lock's queues with `queued(node index, deadline)`. Returns
-    /// whether this thread holds the lock: always `true` without a `deadline`; with one, `false`
-    /// once it has passed (never before).
+    /// how it ended: `Acquired` (always, without a `deadline`, unless a `delegate` waiter was
+    /// `Served`); with one, `GaveUp` once it has passed (never before).
     #[cold]
     #[cfg_attr(feature = "lockup", track_caller)]
     pub(crate) fn lock_contended(
@@ -151,28 +152,26 @@ impl LockCore {
         nobody_queued: impl Fn() -> bool,
         queued: impl FnOnce(u32) -> Queued,
         deadline: Option<u64>,
-    ) -> bool {
+    ) -> Queued {
         #[cfg(feature = "stats")]
         let since = Some(crate::sync::ticks());
         if tunables::stealing() && self.word.spin_steal(nobody_queued, deadline) {
             note(PathEvent::Steal);
             #[cfg(feature = "stats")]
             self.on_acquire(Acquired::Stolen, since);
-            return true;
+            return Queued::Acquired;
         }
         if wait::expired(deadline) {
             // A timed try whose time is up before it would queue: it only tried stealing.
-            return false;
+            return Queued::GaveUp;
         }
-        let acquired = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
-        if acquired {
+        let outcome = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
+        if outcome.acquired() {
             note(PathEvent::Queued);
-        }
-        #[cfg(feature = "stats")]
-        if acquired {
+            #[cfg(feature = "stats")]
             self.on_acquire(Acquired::Queued, since);
         }
-        acquired
+        outcome
     }
 }
 
@@ -215,6 +214,9 @@ pub(crate) trait QueuePolicy {
     /// `LockCore::lock_contended`).
     fn lock_queued(&self, me: u32, deadline: Option<u64>) -> Queued;
 
+    /// Whose published closures a `delegate` holder of this lock runs (see `crate::delegate`).
+    const DELEGATE_LOCALITY: crate::raw::delegate::Locality;
+
     /// What `unlock` finishes after its `fetch_sub` returned the proxy bits `proxy` (never 0)
     /// and before it frees the lock (see `LockWord::unlock`): CNA hands on from its proxy
     /// node, HQ makes the handoff it deferred. MCS never records a proxy.
@@ -250,11 +252,31 @@ macro_rules! impl_raw_mutex {
             /// `LockCore::lock_contended`.
             #[cfg_attr(feature = "lockup", track_caller)]
             fn lock_slow(&self, deadline: Option<u64>) -> bool {
-                self.core.lock_contended(
-                    || $crate::raw::QueuePolicy::nobody_queued(self),
-                    |me| $crate::raw::QueuePolicy::lock_queued(self, me, deadline),
-                    deadline,
-                )
+                self.core
+                    .lock_contended(
+                        || $crate::raw::QueuePolicy::nobody_queued(self),
+                        |me| $crate::raw::QueuePolicy::lock_queued(self, me, deadline),
+                        deadline,
+                    )
+                    .acquired()
+            }
+
+            /// Runs `f` under the lock, possibly on another thread that holds it, and returns
+            /// its result: the raw form of [`Delegate::delegate`](crate::Delegate::delegate),
+            /// for callers that guard their data themselves. A panic in `f` is resumed on this
+            /// thread once the lock is released; see `Delegate` for what a delegated closure
+            /// may do.
+            ///
+            /// ```
+            #[doc = concat!("use numa_locks::raw::", stringify!($raw), ";")]
+            ///
+            #[doc = concat!("let raw = ", stringify!($raw), "::new();")]
+            /// assert_eq!(raw.delegate(|| 6 * 7), 42);
+            /// assert!(!raw.is_locked());
+            /// ```
+            #[inline]
+            pub fn delegate<R: Send, F: FnOnce() -> R + Send>(&self, f: F) -> R {
+                $crate::raw::delegate::run(self, f)
             }
 
             /// Acquires the lock if it is free and no waiter is owed it.
@@ -362,6 +384,32 @@ macro_rules! impl_raw_mutex {
                 // The lock's clock is `now_ns`: convert the instant into a time left on it.
                 let left = timeout.saturating_duration_since(std::time::Instant::now());
                 <$raw>::try_lock_for(self, left).then(lock_api::GuardSend::new)
+            }
+        }
+
+        impl $crate::raw::delegate::DelegateRaw for $raw {
+            const LOCALITY: $crate::raw::delegate::Locality =
+                <$raw as $crate::raw::QueuePolicy>::DELEGATE_LOCALITY;
+
+            #[inline(always)]
+            fn try_lock_fast(&self) -> bool {
+                self.core.try_lock_fast()
+            }
+
+            #[inline]
+            fn lock_or_served(&self) -> bool {
+                let outcome = self.core.lock_contended(
+                    || $crate::raw::QueuePolicy::nobody_queued(self),
+                    |me| $crate::raw::QueuePolicy::lock_queued(self, me, None),
+                    None,
+                );
+                outcome != $crate::qnode::Queued::Served
+            }
+
+            #[inline]
+            unsafe fn unlock(&self) {
+                // SAFETY: the caller holds the lock (the trait method's contract).
+                unsafe { <$raw>::unlock(self) }
             }
         }
 

@@ -430,6 +430,24 @@ pub mod loom_probe {
         cv_notified_at_deadline,
         take_cv_notified_at_deadline
     );
+    probe!(
+        /// A `delegate` holder ran a waiter's published closure instead of making it head.
+        SERVED,
+        served,
+        take_served
+    );
+    probe!(
+        /// A closure a `delegate` holder ran for a waiter panicked (caught, for its caller).
+        SERVED_PANICS,
+        served_panic,
+        take_served_panics
+    );
+    probe!(
+        /// A `delegate` holder stopped serving at its bound (count or time).
+        BATCH_BOUNDS,
+        batch_bound,
+        take_batch_bounds
+    );
 }
 
 #[cfg(loom)]

@@ -3,6 +3,7 @@
 //! (one at a time: the tunables are process-wide; feature `stats` lets the CNA models check
 //! that they reach the paths they are named after).
 //!
+//! - [`delegate`]: delegation, a holder running the closures its waiters published;
 //! - [`handoff`]: every handoff protocol of McsMutex and CnaMutex;
 //! - [`hq`]: HqMutex's per-node and per-domain queues;
 //! - [`timed`]: waiters that give up while queued, and the condition variables;
@@ -13,6 +14,7 @@
 //! wake-ups.
 #![cfg(loom)]
 
+mod delegate;
 mod handoff;
 mod hq;
 mod rwlock;

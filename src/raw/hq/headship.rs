@@ -35,6 +35,7 @@ impl RawHq {
                 // head (a local handoff).
                 node(prev).next.store(me, Ordering::Release);
                 match wait_for_head(my, deadline) {
+                    Some(status::DONE) => return Queued::Served,
                     Some(head) => head_payload = Some(Payload::of_status(head)),
                     None => return Queued::Abandoned,
                 }
@@ -56,6 +57,7 @@ impl RawHq {
                     // Release: pairs with the Acquire in `wait_for_next`.
                     node(prev).fifo_next.store(me, Ordering::Release);
                     match wait_for_head(my, deadline) {
+                        Some(status::DONE) => return Queued::Served,
                         Some(head) => Payload::of_status(head),
                         None => return Queued::Abandoned,
                     }
@@ -219,6 +221,14 @@ impl RawHq {
                 per_domain: false,
             });
         let successor = self.leave_local_queue(me, local);
+        // A served `delegate` waiter of a local queue counts as a local handoff of the node's
+        // turn (its closure ran on the node), so that combining cannot stretch a turn beyond
+        // its limit by more than one batch. Relaxed: as `hq_slot`.
+        let payload = if owned && local.is_some() && my.request.load(Ordering::Relaxed) != 0 {
+            payload.one_more()
+        } else {
+            payload
+        };
         // Nobody else in the FIFO: (me, *) → (S or 0, *).
         if replace_tail(&self.fifo_tail, me, successor.unwrap_or(0)) {
             if owned {

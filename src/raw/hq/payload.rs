@@ -38,6 +38,14 @@ impl Payload {
         Payload(count | streak << COUNT_BITS)
     }
 
+    /// One more local handoff counted in the node's turn (saturating).
+    #[inline]
+    pub(super) const fn one_more(self) -> Self {
+        let count = self.count();
+        let count = if count < COUNT_MASK { count + 1 } else { count };
+        Payload::new(count, self.streak())
+    }
+
     /// The payload a `HEAD` status carries.
     #[inline]
     pub(super) const fn of_status(status: u32) -> Self {

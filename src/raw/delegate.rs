@@ -1,0 +1,359 @@
+//! The mechanism behind [`Delegate::delegate`](crate::Delegate): a closure runs under the lock,
+//! on whichever thread holds it.
+//!
+//! A `delegate` caller that has to queue publishes its closure in its queue node (`QNode::request`,
+//! the address of a [`Request`] on its stack) and waits as any waiter does. A `delegate` caller
+//! that holds the lock after queueing is a **combiner**: where it would make a waiter head
+//! (`raw::make_head`, the one place every lock hands headship over), it runs that waiter's
+//! published closure instead ([`try_serve`]), owns the node's place in the queue as it would own
+//! an abandoned node's, passes headship on from it, and releases the waiter with `DONE`
+//! (`qnode::release_served`, called where an abandoned node would be recycled). The waiter takes its
+//! result and returns without ever holding the lock. Combining stops at the first waiter that
+//! called `lock()` (it is made head as always), at one of another NUMA node (CnaMutex) or cache
+//! domain (HqMutex), and at the combiner's bound (`tunables::delegate_batch` closures and
+//! `tunables::delegate_batch_time`).
+//! docs/DESIGN.md, "Delegation", says why it is built this way.
+//!
+//! The state of a call lives in two thread-locals: the request to publish in the next queue
+//! node (`qnode::pending`, beside the node it goes into), and [`State`]: the combining session
+//! (`combine`) and the locks this thread is inside `delegate` of (`inside`, to turn a same-lock
+//! call into a panic instead of a deadlock). While a served closure runs, the request and the
+//! session are cleared, so locks it takes are plain acquisitions, and restored after.
+
+use core::cell::{Cell, UnsafeCell};
+use core::mem::ManuallyDrop;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use crate::qnode::{self, QNode};
+use crate::sync::{Ordering, now_ns, thread_local};
+
+/// Whose published closures a combiner runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Locality {
+    /// Every waiter's (McsMutex: one FIFO queue, no NUMA order to keep).
+    Any,
+    /// Those of the combiner's NUMA node (CnaMutex).
+    Node,
+    /// Those of the combiner's cache (L3) domain (HqMutex).
+    Domain,
+}
+
+impl Locality {
+    /// Whether a waiter at `theirs` is served by a combiner at `mine` ([`qnode::place`]s).
+    #[inline]
+    fn admits(self, mine: u64, theirs: u64) -> bool {
+        match self {
+            Locality::Any => true,
+            Locality::Node => qnode::place_node(mine) == qnode::place_node(theirs),
+            Locality::Domain => mine == theirs,
+        }
+    }
+}
+
+/// The raw side of a lock that supports `Delegate` (implemented by `impl_raw_mutex!`).
+pub(crate) trait DelegateRaw: Sync {
+    /// Whose closures its combiners run.
+    const LOCALITY: Locality;
+    /// The one-CAS fast path.
+    fn try_lock_fast(&self) -> bool;
+    /// The slow path, without a deadline: `true` once this thread holds the lock, `false` if a
+    /// combiner ran the request this thread published (it never held the lock).
+    fn lock_or_served(&self) -> bool;
+    /// `unlock`.
+    ///
+    /// # Safety
+    /// The lock must be held.
+    unsafe fn unlock(&self);
+}
+
+/// A published closure and the slot for its result, on the waiter's stack. `run` is the only
+/// field a combiner reads; it knows the rest through it.
+#[repr(C)]
+struct Request<F, R> {
+    /// Runs the closure (the combiner calls it with the request's address); returns whether
+    /// it panicked.
+    run: unsafe fn(*const ()) -> bool,
+    f: UnsafeCell<ManuallyDrop<F>>,
+    out: UnsafeCell<Option<std::thread::Result<R>>>,
+}
+
+/// `Request::run` for `Request<F, R>`: takes the closure out, runs it, catching a panic, and
+/// stores the outcome.
+///
+/// # Safety
+/// `request` is the address of a live `Request<F, R>` whose closure has not been taken, and
+/// the caller holds the lock (it is the combiner, or the request's own thread).
+unsafe fn run_request<F: FnOnce() -> R, R>(request: *const ()) -> bool {
+    // SAFETY: passed on from the caller; nobody else touches the request meanwhile (its
+    // waiter waits for `DONE`).
+    let request = unsafe { &*(request as *const Request<F, R>) };
+    // SAFETY: taken once (the caller's contract), never dropped in place afterwards.
+    let f = unsafe { ManuallyDrop::take(&mut *request.f.get()) };
+    let out = catch_unwind(AssertUnwindSafe(f));
+    let panicked = out.is_err();
+    // SAFETY: as above.
+    unsafe { *request.out.get() = Some(out) };
+    panicked
+}
+
+/// A combining session: a `delegate` caller that queued and may come to hold the lock.
+#[derive(Clone, Copy)]
+struct Combine {
+    locality: Locality,
+    /// The combiner's place (`qnode::place`), read when it queued.
+    place: u64,
+    /// Closures run for others so far.
+    served: u32,
+    /// When the first of them started (ns; 0 before).
+    since: u64,
+    /// The bounds, `tunables::delegate_bounds`, read when it queued.
+    max: u64,
+    max_ns: u64,
+}
+
+/// The calling thread's delegation state (see the module docs).
+struct State {
+    combine: Cell<Option<Combine>>,
+    /// The innermost lock this thread is inside `delegate` of, as a linked list through the
+    /// callers' stack frames ([`Inside`]).
+    inside: Cell<*const Inside>,
+}
+
+thread_local! {
+    static STATE: State = const {
+        State {
+            combine: Cell::new(None),
+            inside: Cell::new(core::ptr::null()),
+        }
+    };
+}
+
+/// One `delegate` call's entry in [`State::inside`].
+struct Inside {
+    lock: usize,
+    outer: *const Inside,
+}
+
+/// Whether the calling thread is a `delegate` caller that may combine: as queue head it
+/// reserves the lock at once where heads may mark (`LockWord::acquire_as_head`), since it does
+/// not mark the successors it will serve.
+#[inline]
+pub(crate) fn combining() -> bool {
+    STATE
+        .try_with(|s| s.combine.get().is_some())
+        .unwrap_or(false)
+}
+
+/// Whether [`try_serve`] would run `next`'s published closure now (so its head must not mark
+/// it: `raw::mark_next`).
+#[inline]
+pub(crate) fn would_serve(next: &QNode) -> bool {
+    let Ok(Some(c)) = STATE.try_with(|s| s.combine.get()) else {
+        return false;
+    };
+    // Relaxed: as in `try_serve`.
+    let request = next.request.load(Ordering::Relaxed);
+    request != 0
+        && u64::from(c.served) < c.max
+        && c.locality
+            .admits(c.place, next.numa.load(Ordering::Relaxed))
+}
+
+/// Called by `make_head` before it makes `next` head. If the calling thread is a combiner and
+/// `next`'s waiter published a closure it may run (its locality, within the bound), runs it
+/// and returns `true`: the caller then owns `next`'s place as it would an abandoned node's, and
+/// its `qnode::recycle` of it ends with [`finish_served`]. `false` otherwise (`next` is made
+/// head as usual).
+#[inline]
+pub(crate) fn try_serve(next: &QNode) -> bool {
+    let Ok(Some(mut c)) = STATE.try_with(|s| s.combine.get()) else {
+        return false;
+    };
+    // Relaxed: written by the waiter before the tail swap that published its node, which we
+    // reached through Acquire loads of the queue's links.
+    let request = next.request.load(Ordering::Relaxed);
+    // Relaxed: as above.
+    if request == 0
+        || !c
+            .locality
+            .admits(c.place, next.numa.load(Ordering::Relaxed))
+    {
+        return false;
+    }
+    if u64::from(c.served) >= c.max
+        || (c.served > 0 && now_ns().saturating_sub(c.since) >= c.max_ns)
+    {
+        #[cfg(loom)]
+        crate::sync::loom_probe::batch_bound();
+        return false;
+    }
+    if c.served == 0 {
+        c.since = now_ns();
+    }
+    c.served += 1;
+    // The closure runs as a plain critical section: no request to publish, no combining, for
+    // the locks it takes; our own state comes back after it.
+    STATE.with(|s| s.combine.set(None));
+    let pending = qnode::replace_pending(0);
+    // SAFETY: `request` is the address of the waiter's live `Request` (it waits for `DONE`,
+    // which only our `qnode::release_served` writes, and only we serve it: we hold the lock, and its
+    // place in the queue is ours to pass on); its `run` is its first field (`repr(C)`). We
+    // hold the lock: a combiner serves only from its own handoffs, made while it holds it.
+    let panicked = unsafe {
+        let run = *(request as usize as *const unsafe fn(*const ()) -> bool);
+        run(request as usize as *const ())
+    };
+    #[cfg(loom)]
+    if panicked {
+        crate::sync::loom_probe::served_panic();
+    }
+    #[cfg(not(loom))]
+    let _ = panicked;
+    STATE.with(|s| s.combine.set(Some(c)));
+    qnode::replace_pending(pending);
+    #[cfg(loom)]
+    crate::sync::loom_probe::served();
+    true
+}
+
+/// Restores [`State::inside`] to the enclosing call's entry when dropped (also when the
+/// closure unwinds).
+struct Leave<'a> {
+    state: &'a State,
+    outer: *const Inside,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.state.inside.set(self.outer);
+    }
+}
+
+/// Releases the lock when dropped (also when the caller's own closure unwinds).
+struct Unlock<'a, L: DelegateRaw> {
+    raw: &'a L,
+}
+
+impl<L: DelegateRaw> Drop for Unlock<'_, L> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: this thread holds the lock (`run` made the guard only then).
+        unsafe { self.raw.unlock() };
+    }
+}
+
+/// [`Unlock`] with the combining session `combine` on for the release, then off.
+struct CombiningUnlock<'a, L: DelegateRaw> {
+    raw: &'a L,
+    state: &'a State,
+    combine: Option<Combine>,
+}
+
+impl<L: DelegateRaw> Drop for CombiningUnlock<'_, L> {
+    fn drop(&mut self) {
+        self.state.combine.set(self.combine);
+        // SAFETY: this thread holds the lock (`run_queued` made the guard only then).
+        unsafe { self.raw.unlock() };
+        self.state.combine.set(None);
+    }
+}
+
+/// `Delegate::delegate` on a raw lock: runs `f` under `raw`, on this thread or on a combiner's.
+#[inline]
+pub(crate) fn run<L: DelegateRaw, R: Send, F: FnOnce() -> R + Send>(raw: &L, f: F) -> R {
+    let lock = raw as *const L as usize;
+    // Outside a thread-local (a lock taken in a thread-local destructor), delegate is lock():
+    // nothing is published, so the slow path always ends holding the lock.
+    let Ok(state) = STATE.try_with(|s| s as *const State) else {
+        if !raw.try_lock_fast() {
+            let holds = raw.lock_or_served();
+            debug_assert!(holds);
+        }
+        let _unlock = Unlock { raw };
+        return f();
+    };
+    // SAFETY: the thread-local outlives this call (it is not being destroyed: `try_with`
+    // succeeded, and we are inside the thread's own code).
+    let state = unsafe { &*state };
+    let outer = state.inside.get();
+    if !outer.is_null() {
+        refuse_same_lock(outer, lock);
+    }
+    let entry = Inside { lock, outer };
+    state.inside.set(&entry);
+    let _leave = Leave { state, outer };
+    if raw.try_lock_fast() {
+        let _unlock = Unlock { raw };
+        return f();
+    }
+    run_queued(raw, f, state)
+}
+
+/// Panics if `lock` is among the locks this thread is inside `delegate` of (`inside`, from
+/// the innermost outwards).
+#[cold]
+fn refuse_same_lock(inside: *const Inside, lock: usize) {
+    let mut walk = inside;
+    while !walk.is_null() {
+        // SAFETY: every entry lives in a frame of an enclosing `run` on this thread (`Leave`
+        // unlinks it before the frame ends).
+        let entry = unsafe { &*walk };
+        if entry.lock == lock {
+            panic!(
+                "numa_locks: delegate called on a lock from inside a closure already running \
+                 under that lock (it would wait for itself)"
+            );
+        }
+        walk = entry.outer;
+    }
+}
+
+/// [`run`]'s slow path: publish `f`, queue, and either take the lock (and combine) or take the
+/// result a combiner left.
+#[cold]
+#[inline(never)]
+fn run_queued<L: DelegateRaw, R: Send, F: FnOnce() -> R + Send>(raw: &L, f: F, state: &State) -> R {
+    let request = Request {
+        run: run_request::<F, R>,
+        f: UnsafeCell::new(ManuallyDrop::new(f)),
+        out: UnsafeCell::new(None),
+    };
+    let (max, max_ns) = crate::tunables::delegate_bounds();
+    let combine = Combine {
+        locality: L::LOCALITY,
+        place: if L::LOCALITY == Locality::Any {
+            0
+        } else {
+            qnode::current_place()
+        },
+        served: 0,
+        since: 0,
+        max,
+        max_ns,
+    };
+    qnode::replace_pending(core::ptr::from_ref(&request) as usize as u64);
+    state.combine.set(Some(combine));
+    let holds = raw.lock_or_served();
+    let combine = state.combine.take();
+    qnode::replace_pending(0);
+    if holds {
+        // SAFETY: nobody ran the request (we were made head, or never queued), so the closure
+        // is still in it; we take it once, and the request is not used again.
+        let f = unsafe { ManuallyDrop::take(&mut *request.f.get()) };
+        // The release with the combining session on: CnaMutex and HqMutex may make the handoff
+        // they deferred there, and we serve from it as from our acquisition's.
+        let _unlock = CombiningUnlock {
+            raw,
+            state,
+            combine,
+        };
+        return f();
+    }
+    // Served: the combiner stored the outcome before its Release swap of `DONE`, which our
+    // wait read with Acquire.
+    match request.out.into_inner() {
+        Some(Ok(value)) => value,
+        Some(Err(panic)) => resume_unwind(panic),
+        None => unreachable!("a served delegate request without an outcome"),
+    }
+}
