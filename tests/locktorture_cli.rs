@@ -13,8 +13,8 @@ const CSV_HEADER: &str = "lock,workload,threads,nodes,penalty_ns,runs,ops_per_se
                           speedup_vs_parking_lot,fairness_factor,max_min,remote_handoff_pct,\
                           speedup_vs_pl_rwlock,reads_per_sec,writes_per_sec";
 
-const ALL_LOCKS: &str =
-    "mcs, cna, hq, parking_lot, std, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded";
+const ALL_LOCKS: &str = "mcs, cna, hq, parking_lot, std, mcs-rw, cna-rw, hq-rw, pl-rwlock, \
+                         std-rwlock, sharded, mcs-delegate, cna-delegate, hq-delegate";
 const ALL_WORKLOADS: &str = "empty, counter, kv, freelist, hammer, pc, rw";
 /// The mutexes, then the rwlocks: the default `--locks` of `--workload rw`.
 const MUTEXES: [&str; 5] = ["mcs", "cna", "hq", "parking_lot", "std"];
@@ -724,4 +724,52 @@ fn pc_with_an_rwlock_is_rejected() {
         "csv",
     ]);
     assert_eq!(csv_rows(&stdout).len(), 5 * 2, "{stdout}");
+}
+
+#[test]
+fn pc_with_a_delegating_lock_is_rejected() {
+    assert_rejected(
+        &[
+            "--workload",
+            "pc",
+            "--threads",
+            "2",
+            "--locks",
+            "hq,cna-delegate",
+        ],
+        &[
+            "--workload pc",
+            "condition variable",
+            "'cna-delegate'",
+            "mcs, cna, hq",
+        ],
+    );
+}
+
+#[test]
+fn delegating_locks_run_and_count_every_section() {
+    // A real run of each delegating lock: well-formed rows, and the workloads' own checks
+    // (exact counts) pass, or the run would fail.
+    let stdout = run_ok(&[
+        "--workload",
+        "counter,kv,freelist,hammer",
+        "--locks",
+        "mcs-delegate,cna-delegate,hq-delegate",
+        "--threads",
+        "3",
+        "--virtual-nodes",
+        "2",
+        "--duration-ms",
+        "5",
+        "--runs",
+        "1",
+        "--format",
+        "csv",
+    ]);
+    let rows = csv_rows(&stdout);
+    assert_eq!(rows.len(), 3 * 4, "{stdout}");
+    for row in rows {
+        assert!(row[0].ends_with("-delegate"), "{row:?}");
+        assert!(number(&row, 6) > 0.0, "{row:?}");
+    }
 }

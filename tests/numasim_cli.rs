@@ -119,7 +119,7 @@ fn unknown_lock_and_workload_are_rejected() {
             "'foo'",
             "--locks",
             "mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
-             hq-rw, pl-rwlock, std-rwlock, sharded-rw",
+             hq-rw, pl-rwlock, std-rwlock, sharded-rw, mcs-delegate, cna-delegate, hq-delegate",
         ],
     );
     assert_rejected(
@@ -333,6 +333,10 @@ fn help_explains_locks_workloads_and_columns() {
         "sharded-rw",
         "write_wait_p99_us",
         "run as write locks",
+        "mcs-delegate",
+        "cna-delegate",
+        "hq-delegate",
+        "Delegate::delegate",
     ] {
         assert!(help.contains(needle), "--help does not mention {needle}");
     }

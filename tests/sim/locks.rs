@@ -767,7 +767,7 @@ fn run_config(machine: &str, threads: usize, placement: cli::Placement) -> harne
 
 /// [`reference`] with any workload and placement (`numasim --workload W --placement P`).
 #[cfg(not(feature = "stats"))]
-fn reference_run(
+pub(crate) fn reference_run(
     machine: &str,
     lock: cli::LockKind,
     workload: cli::WorkloadKind,

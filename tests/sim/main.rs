@@ -4,11 +4,13 @@
 //! - `locks`: the mutexes (locality, bypass bounds, the handoff issue's pins, the validation
 //!   against the kernel's published runs, random and PCT schedules);
 //! - `rwlock`: the rwlocks (random and PCT schedules, unfairness bounds, a read-mostly table);
+//! - `delegate`: delegation under random and PCT schedules, and the met targets of #39;
 //! - `domains`: HqMutex's per-lock memory with per-node and per-domain queues.
 //!
 //! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
 #![cfg(numa_sim)]
 
+mod delegate;
 mod domains;
 mod locks;
 mod rwlock;

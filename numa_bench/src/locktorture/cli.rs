@@ -43,6 +43,12 @@ pub enum LockKind {
     /// `crossbeam_utils::sync::ShardedLock`: a reader locks one of 8 shards picked by thread,
     /// a writer all of them.
     Sharded,
+    /// `numa_locks::McsMutex` through `Delegate::delegate`.
+    McsDelegate,
+    /// `numa_locks::CnaMutex` through `Delegate::delegate`.
+    CnaDelegate,
+    /// `numa_locks::HqMutex` through `Delegate::delegate`.
+    HqDelegate,
 }
 
 impl LockKind {
@@ -61,7 +67,7 @@ impl LockKind {
     ];
 
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 11] = [
+    pub const ALL: [LockKind; 14] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
@@ -73,7 +79,13 @@ impl LockKind {
         Self::PlRwLock,
         Self::StdRwLock,
         Self::Sharded,
+        Self::McsDelegate,
+        Self::CnaDelegate,
+        Self::HqDelegate,
     ];
+
+    /// The mutexes taken through `Delegate::delegate`.
+    pub const DELEGATES: [LockKind; 3] = [Self::McsDelegate, Self::CnaDelegate, Self::HqDelegate];
 
     /// The name used on the command line and in the output (numasim's names for the same locks).
     pub fn name(self) -> &'static str {
@@ -89,6 +101,9 @@ impl LockKind {
             Self::PlRwLock => "pl-rwlock",
             Self::StdRwLock => "std-rwlock",
             Self::Sharded => "sharded",
+            Self::McsDelegate => "mcs-delegate",
+            Self::CnaDelegate => "cna-delegate",
+            Self::HqDelegate => "hq-delegate",
         }
     }
 
@@ -214,7 +229,8 @@ const MAX_THINK_SPINS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --rwlock-handover, --spin-us, \
-                            --steal-bound-us, --hq-domain-handoffs, --format, --plot, \
+                            --steal-bound-us, --hq-domain-handoffs, --delegate-batch, --format, \
+                            --plot, \
                             --stats, --slots, --notify, --read-pct, --writers, --work, --think-spins, \
                             --help";
 
@@ -255,6 +271,9 @@ WORKLOADS (what one critical section does):
     The rwlocks (mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded: crossbeam-utils'
     ShardedLock) run every workload but pc, and
     all but rw through write() alone: what swapping a Mutex for an RwLock costs.
+    mcs-delegate, cna-delegate and hq-delegate are McsMutex, CnaMutex and HqMutex taken through
+    Delegate::delegate: a holder may run a waiter's critical section for it, and handoffs count
+    changes of the thread that runs the sections. They run every workload but pc.
     Between acquisitions every thread also does a few ns of local work (xorshift PRNG rounds), so the
     lock stays hot.
 
@@ -307,8 +326,9 @@ Progress goes to stderr, results to stdout. Bad input exits with code 2.";
 )]
 struct Args {
     /// Comma list of locks to run; allowed: mcs, cna, hq, parking_lot, std (mutexes), mcs-rw,
-    /// cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded (rwlocks: see WORKLOADS). Default: the mutexes, and
-    /// the rwlocks too when --workload has rw (and not pc)
+    /// cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded (rwlocks: see WORKLOADS), mcs-delegate,
+    /// cna-delegate, hq-delegate (the mutexes through Delegate::delegate). Default: the mutexes,
+    /// and the rwlocks too when --workload has rw (and not pc)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, allow_hyphen_values = true)]
     locks: Option<List<LockKind>>,
 
@@ -376,6 +396,13 @@ struct Args {
     #[arg(long, value_name = "N", value_parser = parse_hq_domain_handoffs,
           allow_hyphen_values = true)]
     hq_domain_handoffs: Option<u64>,
+
+    /// Tunable: most closures a delegating holder (mcs-delegate, cna-delegate, hq-delegate)
+    /// runs for its waiters before it hands the lock on, 0..=65536, 0 = no combining
+    /// (numa_locks::tunables::set_delegate_batch) [default: 16]
+    #[arg(long, value_name = "N", value_parser = parse_delegate_batch,
+          allow_hyphen_values = true)]
+    delegate_batch: Option<u64>,
 
     /// Output format: table or csv
     #[arg(long, value_name = "FORMAT", default_value = "table",
@@ -465,6 +492,11 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
     {
         return Err(report(&format!("--hq-domain-handoffs {n}: {e}")));
     }
+    if let Some(n) = args.delegate_batch
+        && let Err(e) = numa_locks::tunables::set_delegate_batch(n)
+    {
+        return Err(report(&format!("--delegate-batch {n}: {e}")));
+    }
     let has_pc = args.workload.0.contains(&WorkloadKind::Pc);
     if has_pc && let Some(&one) = args.threads.0.iter().find(|&&n| n < 2) {
         return Err(report(&format!(
@@ -497,6 +529,15 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
             "--workload pc needs a condition variable, which the rwlock '{}' in --locks does not \
              have; run pc with the mutexes ({}) only",
             rwlock.name(),
+            allowed_names(&LockKind::MUTEXES, LockKind::name)
+        )));
+    }
+    if has_pc && let Some(delegate) = locks.iter().find(|lock| LockKind::DELEGATES.contains(lock)) {
+        return Err(report(&format!(
+            "--workload pc waits on a condition variable inside its critical section, which a \
+             delegated closure ('{}' in --locks) may not do (it may run on another thread); run \
+             pc with the mutexes ({}) only",
+            delegate.name(),
             allowed_names(&LockKind::MUTEXES, LockKind::name)
         )));
     }
@@ -593,6 +634,7 @@ fn expected_value(flag: &str) -> String {
             "a non-negative number of microseconds, e.g. 5 or 0.5".to_string()
         }
         "--hq-domain-handoffs" => "an integer from 1 to 16777216".to_string(),
+        "--delegate-batch" => "an integer from 0 to 65536".to_string(),
         "--format" => "allowed: table, csv".to_string(),
         "--plot" => "a file name, e.g. throughput.svg".to_string(),
         "--slots" => format!("an integer from 1 to {MAX_SLOTS}"),
@@ -681,6 +723,11 @@ fn parse_steal_bound_us(value: &str) -> Result<f64, CliError> {
 /// Any integer: the range is the setter's to check, so that its error names it.
 fn parse_hq_domain_handoffs(value: &str) -> Result<u64, CliError> {
     parse_number("--hq-domain-handoffs", value, 0, u64::MAX)
+}
+
+/// Any integer: the range is the setter's to check, so that its error names it.
+fn parse_delegate_batch(value: &str) -> Result<u64, CliError> {
+    parse_number("--delegate-batch", value, 0, u64::MAX)
 }
 
 fn parse_locks(value: &str) -> Result<List<LockKind>, CliError> {

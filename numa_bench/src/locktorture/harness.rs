@@ -36,13 +36,18 @@ pub trait LockUnderTest<T>: Sync {
     /// A new unlocked lock protecting `data`.
     fn new(data: T) -> Self;
 
-    /// Runs `critical_section` with the lock held exclusively (an rwlock's `write()`).
-    fn with_lock<R>(&self, critical_section: impl FnOnce(&mut T) -> R) -> R;
+    /// Whether a critical section may run on another thread than the one that asked for it
+    /// (`Delegated`): the worker then counts handoffs by the thread that runs it.
+    const DELEGATES: bool = false;
+
+    /// Runs `critical_section` with the lock held exclusively (an rwlock's `write()`); a
+    /// delegating lock may run it on another thread.
+    fn with_lock<R: Send>(&self, critical_section: impl FnOnce(&mut T) -> R + Send) -> R;
 
     /// Runs `read_section` with the lock held shared (an rwlock's `read()`); a mutex takes its
     /// only lock.
     #[inline]
-    fn with_read_lock<R>(&self, read_section: impl FnOnce(&T) -> R) -> R {
+    fn with_read_lock<R: Send>(&self, read_section: impl FnOnce(&T) -> R + Send) -> R {
         self.with_lock(|data| read_section(data))
     }
 
@@ -118,7 +123,7 @@ where
     }
 
     #[inline]
-    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+    fn with_lock<U: Send>(&self, critical_section: impl FnOnce(&mut T) -> U + Send) -> U {
         critical_section(&mut self.lock())
     }
 
@@ -134,13 +139,43 @@ where
     }
 }
 
+/// A numa_locks mutex taken through [`numa_locks::Delegate::delegate`]: `mcs-delegate`,
+/// `cna-delegate`, `hq-delegate`.
+pub struct Delegated<M>(M);
+
+impl<R, T> LockUnderTest<T> for Delegated<lock_api::Mutex<R, T>>
+where
+    R: StatsSource + Send + Sync,
+    T: Send,
+    lock_api::Mutex<R, T>: numa_locks::Delegate<T>,
+{
+    const DELEGATES: bool = true;
+
+    fn new(data: T) -> Self {
+        Delegated(lock_api::Mutex::new(data))
+    }
+
+    #[inline]
+    fn with_lock<U: Send>(&self, critical_section: impl FnOnce(&mut T) -> U + Send) -> U {
+        numa_locks::Delegate::delegate(&self.0, critical_section)
+    }
+
+    fn stats(&self, reader: &StatsReader) -> Option<WaitHold> {
+        self.0.stats(reader)
+    }
+
+    fn into_data(self) -> T {
+        self.0.into_inner()
+    }
+}
+
 impl<T: Send> LockUnderTest<T> for std::sync::Mutex<T> {
     fn new(data: T) -> Self {
         std::sync::Mutex::new(data)
     }
 
     #[inline]
-    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+    fn with_lock<U: Send>(&self, critical_section: impl FnOnce(&mut T) -> U + Send) -> U {
         // A worker that panicked has already failed the run; poisoning adds nothing.
         critical_section(&mut self.lock().unwrap_or_else(PoisonError::into_inner))
     }
@@ -160,12 +195,12 @@ where
     }
 
     #[inline]
-    fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+    fn with_lock<U: Send>(&self, critical_section: impl FnOnce(&mut T) -> U + Send) -> U {
         critical_section(&mut self.write())
     }
 
     #[inline]
-    fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
+    fn with_read_lock<U: Send>(&self, read_section: impl FnOnce(&T) -> U + Send) -> U {
         read_section(&self.read())
     }
 
@@ -184,12 +219,12 @@ macro_rules! poisoning_rwlock {
             }
 
             #[inline]
-            fn with_lock<U>(&self, critical_section: impl FnOnce(&mut T) -> U) -> U {
+            fn with_lock<U: Send>(&self, critical_section: impl FnOnce(&mut T) -> U + Send) -> U {
                 critical_section(&mut self.write().unwrap_or_else(PoisonError::into_inner))
             }
 
             #[inline]
-            fn with_read_lock<U>(&self, read_section: impl FnOnce(&T) -> U) -> U {
+            fn with_read_lock<U: Send>(&self, read_section: impl FnOnce(&T) -> U + Send) -> U {
                 read_section(&self.read().unwrap_or_else(PoisonError::into_inner))
             }
 
@@ -321,6 +356,11 @@ pub fn run_once(lock: LockKind, workload: WorkloadKind, config: &RunConfig) -> R
             LockKind::Hq => run_pc::<HqMutex<PcQueue>>(config),
             LockKind::ParkingLot => run_pc::<parking_lot::Mutex<PcQueue>>(config),
             LockKind::Std => run_pc::<std::sync::Mutex<PcQueue>>(config),
+            // A delegated closure cannot wait on a condition variable: the command line
+            // refuses pc with them.
+            LockKind::McsDelegate | LockKind::CnaDelegate | LockKind::HqDelegate => {
+                unreachable!("pc with {}", lock.name())
+            }
             // The command line refuses pc with an rwlock (no condition variable).
             LockKind::McsRw
             | LockKind::CnaRw
@@ -345,6 +385,9 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> RunResult {
         LockKind::PlRwLock => run::<parking_lot::RwLock<Protected<W>>, W>(config),
         LockKind::StdRwLock => run::<std::sync::RwLock<Protected<W>>, W>(config),
         LockKind::Sharded => run::<crossbeam_utils::sync::ShardedLock<Protected<W>>, W>(config),
+        LockKind::McsDelegate => run::<Delegated<McsMutex<Protected<W>>>, W>(config),
+        LockKind::CnaDelegate => run::<Delegated<CnaMutex<Protected<W>>>, W>(config),
+        LockKind::HqDelegate => run::<Delegated<HqMutex<Protected<W>>>, W>(config),
     }
 }
 
@@ -485,7 +528,15 @@ where
         }
         // Without virtual nodes: the node this thread runs on just before it asks for the lock.
         let node = virtual_node.unwrap_or_else(topology::current_node);
+        RUNNER.set((id, node));
         lock.with_lock(|protected| {
+            // Who runs the section: this thread, or (delegation) the holder that runs it for us,
+            // whose caches the protected data then moves to.
+            let (id, node) = if L::DELEGATES {
+                RUNNER.get()
+            } else {
+                (id, node)
+            };
             if protected.last_thread != id {
                 if protected.last_thread != NO_THREAD {
                     counts.handoffs += 1;
@@ -505,6 +556,12 @@ where
     // Keeps the local work alive: without a use of the final state it could be optimised away.
     black_box(rng);
     counts
+}
+
+std::thread_local! {
+    /// The worker running on this thread and its node, as of its last acquisition: who runs a
+    /// delegated critical section.
+    static RUNNER: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// `--work`: `rounds` PRNG rounds (inside a critical section).

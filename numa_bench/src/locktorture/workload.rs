@@ -22,9 +22,9 @@ pub fn rng_for_worker(id: u64) -> XorShift {
 /// The protected state of one workload and the operation a critical section performs on it.
 pub trait Workload: Send + Sync + 'static {
     /// Everything random the operation needs, drawn outside the critical section.
-    type Input: Copy;
+    type Input: Copy + Send + Sync;
     /// Per-thread state carried from one critical section to the next.
-    type Local: Default;
+    type Local: Default + Send;
 
     /// Fresh shared state for a run with `threads` threads.
     fn new(threads: usize) -> Self;

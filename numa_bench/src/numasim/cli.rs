@@ -51,11 +51,17 @@ pub enum LockKind {
     StdRwLock,
     /// The model of crossbeam-utils' `ShardedLock` (rwlocks.rs).
     ShardedRw,
+    /// `numa_locks::McsMutex` through `Delegate::delegate`.
+    McsDelegate,
+    /// `numa_locks::CnaMutex` through `Delegate::delegate`.
+    CnaDelegate,
+    /// `numa_locks::HqMutex` through `Delegate::delegate`.
+    HqDelegate,
 }
 
 impl LockKind {
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 16] = [
+    pub const ALL: [LockKind; 19] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
@@ -72,6 +78,9 @@ impl LockKind {
         Self::PlRwLock,
         Self::StdRwLock,
         Self::ShardedRw,
+        Self::McsDelegate,
+        Self::CnaDelegate,
+        Self::HqDelegate,
     ];
 
     /// The name used on the command line and in the output.
@@ -93,6 +102,9 @@ impl LockKind {
             Self::PlRwLock => "pl-rwlock",
             Self::StdRwLock => "std-rwlock",
             Self::ShardedRw => "sharded-rw",
+            Self::McsDelegate => "mcs-delegate",
+            Self::CnaDelegate => "cna-delegate",
+            Self::HqDelegate => "hq-delegate",
         }
     }
 }
@@ -249,6 +261,11 @@ LOCKS:
     sharded-rw    MODEL of crossbeam-utils 0.8's ShardedLock (src/sync/sharded_lock.rs): 8
                   cache-padded std RwLocks (the std-rwlock model); a reader read-locks the shard
                   of its thread index, a writer write-locks all 8 in order
+    mcs-delegate, cna-delegate, hq-delegate
+                  this crate's McsMutex, CnaMutex, HqMutex through Delegate::delegate: the
+                  critical section is a closure that a holder may run for its waiter (of its
+                  own NUMA node for cna-delegate, cache domain for hq-delegate); handoffs and
+                  remote_handoff_pct then count changes of the thread that runs the sections
     The rwlocks (mcs-rw ... sharded-rw) take their shared lock for the rw workload's reads and
     their exclusive lock for everything else: with another workload they run as write locks.
     The mutexes take their only lock for the rw workload's reads and writes alike.
@@ -337,7 +354,8 @@ struct Args {
     threads: Option<List<usize>>,
 
     /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std,
-    /// pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded-rw (models:
+    /// pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded-rw,
+    /// mcs-delegate, cna-delegate, hq-delegate (models:
     /// qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, pl-rwlock,
     /// std-rwlock, sharded-rw; see LOCKS)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
@@ -451,6 +469,11 @@ struct Args {
     /// domains (tunables::set_hq_domain_handoffs) [default: 16]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     hq_domain_handoffs: Option<u64>,
+
+    /// Tunable: most closures a delegating holder runs for its waiters before it hands the lock
+    /// on (tunables::set_delegate_batch; 0 = no combining) [default: 16]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    delegate_batch: Option<u64>,
 }
 
 /// A fully validated command line.
@@ -589,6 +612,9 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     if let Some(n) = args.hq_domain_handoffs {
         tunables::set_hq_domain_handoffs(n)
             .map_err(|e| format!("--hq-domain-handoffs {n}: {e}"))?;
+    }
+    if let Some(n) = args.delegate_batch {
+        tunables::set_delegate_batch(n).map_err(|e| format!("--delegate-batch {n}: {e}"))?;
     }
     Ok(())
 }

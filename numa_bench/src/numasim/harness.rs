@@ -50,6 +50,10 @@ pub trait SimLock: Send + Sync + 'static {
     /// mutex's only lock, an rwlock's exclusive lock.
     fn with_lock<R>(&self, me: usize, critical_section: impl FnOnce() -> R) -> R;
 
+    /// Whether a critical section may run on another simulated thread than the one that asked
+    /// for it (delegation): the harness then counts handoffs by the thread that runs it.
+    const DELEGATES: bool = false;
+
     /// Runs a read-only `critical_section` (the `rw` workload's reads) with the lock held shared
     /// by `me`: an rwlock's shared lock; a mutex takes its only lock (the default).
     #[inline]
@@ -77,6 +81,44 @@ where
     fn with_lock<U>(&self, _me: usize, critical_section: impl FnOnce() -> U) -> U {
         let _guard = self.0.lock();
         critical_section()
+    }
+}
+
+/// This crate's mutexes through [`numa_locks::Delegate::delegate`]: the critical section is a
+/// closure a holder may run for its caller.
+pub struct CrateDelegate<R: lock_api::RawMutex>(lock_api::Mutex<R, ()>);
+
+/// A closure or value the simulation moves between its threads. The simulator runs one thread
+/// at a time on the host and switches threads with synchronization of its own, and a delegated
+/// section's caller waits until it has run, so what the harness's sections borrow stays valid.
+struct SimSend<T>(T);
+
+// SAFETY: see the type's docs.
+unsafe impl<T> Send for SimSend<T> {}
+
+impl<R> SimLock for CrateDelegate<R>
+where
+    R: lock_api::RawMutex + Send + Sync + 'static,
+    lock_api::Mutex<R, ()>: numa_locks::Delegate<()>,
+{
+    type Shared = ();
+    const DELEGATES: bool = true;
+
+    fn shared(_threads: usize, _config: &RunConfig) {}
+
+    fn new(_shared: &Arc<()>, _index: usize, _config: &RunConfig) -> Self {
+        CrateDelegate(lock_api::Mutex::new(()))
+    }
+
+    #[inline]
+    fn with_lock<U>(&self, _me: usize, critical_section: impl FnOnce() -> U) -> U {
+        let section = SimSend(critical_section);
+        numa_locks::Delegate::delegate(&self.0, move |_| {
+            // The whole wrapper, not its field: the closure must capture the `Send` wrapper.
+            let section = section;
+            SimSend((section.0)())
+        })
+        .0
     }
 }
 
@@ -322,6 +364,9 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
         LockKind::PlRwLock => run::<PlRwLock, W>(config),
         LockKind::StdRwLock => run::<StdRwLock, W>(config),
         LockKind::ShardedRw => run::<ShardedRw, W>(config),
+        LockKind::McsDelegate => run::<CrateDelegate<RawMcs>, W>(config),
+        LockKind::CnaDelegate => run::<CrateDelegate<RawCna>, W>(config),
+        LockKind::HqDelegate => run::<CrateDelegate<RawHq>, W>(config),
     }
 }
 
@@ -552,6 +597,16 @@ fn worker<L: SimLock, W: Workload>(
             // SAFETY: we hold the lock; `inside` catches anyone else who thinks so too.
             let data = unsafe { &mut *guarded.data.get() };
             let head = &mut *data.head;
+            // Who runs the section: the caller, or (delegation) the holder that runs it for
+            // the caller, whose caches the protected lines then move to.
+            let (runner, runner_node) = if L::DELEGATES {
+                (
+                    numa_sim::current_hw_thread().unwrap_or(id),
+                    numa_sim::current_node(),
+                )
+            } else {
+                (id, node)
+            };
             if head.inside {
                 head.violations += 1;
             }
@@ -560,19 +615,19 @@ fn worker<L: SimLock, W: Workload>(
             let now = numa_sim::clock_ns();
             let counted = now < end;
             let window = head.windows.get_mut((now / WINDOW_NS) as usize);
-            let handoff = head.last_thread != id && head.last_thread != NO_THREAD;
+            let handoff = head.last_thread != runner && head.last_thread != NO_THREAD;
             if let Some(window) = window {
                 window[0] += 1;
                 window[1] += u32::from(handoff);
             }
             if handoff && counted {
                 counts.handoffs += 1;
-                if head.last_node != node {
+                if head.last_node != runner_node {
                     counts.remote_handoffs += 1;
                 }
             }
-            head.last_thread = id;
-            head.last_node = node;
+            head.last_thread = runner;
+            head.last_node = runner_node;
             if counted {
                 counts.ops += 1;
                 let wait = u32::try_from(now - called).unwrap_or(u32::MAX);

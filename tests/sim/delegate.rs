@@ -1,0 +1,130 @@
+//! Delegation (`Delegate::delegate`) on the simulated machine: the real code under random and
+//! PCT schedules, mixed with `lock()` callers; and the figures of BENCHMARKS.md's "Delegation"
+//! table that meet issue #39's targets, pinned with margins that hold on seeds 1-3 (the pins
+//! run seed 1; the sweep behind the table ran 1-3).
+#![cfg(not(feature = "stats"))]
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+
+use lock_api::RawMutex;
+use numa_bench::numasim::cli::{LockKind, Placement, WorkloadKind};
+use numa_locks::Delegate;
+use numa_locks::raw::{RawCna, RawHq, RawMcs};
+use numa_sim::{Machine, thread};
+
+use crate::locks::reference_run;
+use crate::tunables;
+
+/// A counter only the lock guards: `delegate` callers and `lock()` callers add to it.
+struct Shared<R: RawMutex> {
+    lock: lock_api::Mutex<R, ()>,
+    count: UnsafeCell<u64>,
+}
+
+// SAFETY: `count` is only accessed under `lock`, which the test checks by the exact total.
+unsafe impl<R: RawMutex + Send + Sync> Sync for Shared<R> {}
+
+/// 8 threads over 4 sockets, 3 operations each, every other thread delegating, under random
+/// and PCT schedules; scheduling points inside the sections make the arrivals queue, so that
+/// holders serve and waiters are served.
+fn randomized<R>(seed: u64, schedules: usize)
+where
+    R: RawMutex + Send + Sync + 'static,
+    lock_api::Mutex<R, ()>: Delegate<()>,
+{
+    let _defaults = tunables();
+    let machine = Machine::by_name("x5-4").unwrap();
+    let body = move || {
+        let shared = Arc::new(Shared::<R> {
+            lock: lock_api::Mutex::new(()),
+            count: UnsafeCell::new(0),
+        });
+        let workers: Vec<_> = numa_sim::placement(machine, 8)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+            .map(|(t, hw)| {
+                let shared = shared.clone();
+                thread::spawn_on(hw, move || {
+                    let add = || {
+                        for _ in 0..8 {
+                            numa_sim::yield_now();
+                        }
+                        // SAFETY: under the lock (by `delegate` or by the guard below).
+                        unsafe { *shared.count.get() += 1 };
+                    };
+                    for _ in 0..3 {
+                        if t % 2 == 0 {
+                            shared.lock.delegate(|_| add());
+                        } else {
+                            let _guard = shared.lock.lock();
+                            add();
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+        // SAFETY: every worker has joined.
+        assert_eq!(unsafe { *shared.count.get() }, 24);
+    };
+    let random = numa_sim::check_random(machine, seed, schedules, body);
+    let pct = numa_sim::check_pct(machine, seed, schedules / 3, 3, body);
+    assert_eq!(random.executions, schedules);
+    assert_eq!(pct.executions, schedules / 3);
+}
+
+#[test]
+fn mcs_delegate_random_schedules() {
+    randomized::<RawMcs>(21, 150);
+}
+
+#[test]
+fn cna_delegate_random_schedules() {
+    randomized::<RawCna>(22, 150);
+}
+
+#[test]
+fn hq_delegate_random_schedules() {
+    randomized::<RawHq>(23, 150);
+}
+
+/// `numasim --machine x5-4 --workload W --threads N` for `lock`, seed 1: ops/s and p99 wait.
+fn run(lock: LockKind, workload: WorkloadKind, threads: usize) -> (f64, f64) {
+    let row = reference_run("x5-4", lock, workload, threads, Placement::Spread);
+    (row.ops_per_sec, row.wait_p99_us.unwrap())
+}
+
+/// The met targets of #39 on `x5-4` (BENCHMARKS.md, "Delegation"; seeds 1-3, pinned at seed 1):
+/// `hq-delegate` against HqMutex and the better kernel CNA model at 32 and 72 threads, its
+/// p99 wait at 16-72, and against HqMutex at 2-4 threads.
+#[test]
+fn hq_delegate_on_x5_4() {
+    let _defaults = tunables();
+    use LockKind::{CnaKernel, CnaKernelWoSro, Hq, HqDelegate};
+    use WorkloadKind::{Counter, Kv};
+    for (workload, over_hq, over_cna) in [(Counter, 1.45, 2.8), (Kv, 1.2, 1.0)] {
+        for threads in [32, 72] {
+            let (delegated, p99) = run(HqDelegate, workload, threads);
+            let (hq, _) = run(Hq, workload, threads);
+            let cna = run(CnaKernel, workload, threads)
+                .0
+                .max(run(CnaKernelWoSro, workload, threads).0);
+            let what = format!("{} {threads} threads", workload.name());
+            assert!(delegated > over_hq * hq, "{what}: {delegated} vs hq {hq}");
+            assert!(
+                delegated > over_cna * cna,
+                "{what}: {delegated} vs cna {cna}"
+            );
+            assert!(p99 <= 200.0, "{what}: p99 {p99} us");
+        }
+    }
+    for workload in [Counter, Kv] {
+        for threads in [2, 4] {
+            let (delegated, _) = run(HqDelegate, workload, threads);
+            let (hq, _) = run(Hq, workload, threads);
+            assert!(delegated >= 0.99 * hq, "{} {threads}", workload.name());
+        }
+    }
+}
