@@ -24,6 +24,9 @@
 //! assert_eq!(*COUNTER.lock(), 4);
 //! ```
 //!
+//! [`Delegate::delegate`] runs a closure under the lock, possibly on the thread that holds it,
+//! so that under contention the protected data stays in one cache and the work moves instead.
+//!
 //! NUMA placement comes from [`topology`]; on a one-node machine, [`topology::set_thread_node`]
 //! assigns virtual nodes for tests and emulation. Waiting and fairness are tuned with
 //! [`tunables`]; feature `stats` adds per-lock counters.
