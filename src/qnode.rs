@@ -108,10 +108,11 @@ pub(crate) fn current_place() -> u64 {
 /// abandonment wins; never from `NEXT`) and never touches the node again; the thread that then
 /// swaps `HEAD` in sees `ABANDONED`, owns the node, passes headship on from it and recycles it.
 /// `HEAD` is never taken back. A holder that runs a waiter's published closure instead of making
-/// it head (`delegate::try_serve`) owns the node's place in the queue as it would own an
+/// it head (`raw::delegate::try_serve`) owns the node's place in the queue as it would own an
 /// abandoned node's, passes headship on from it, and ends with one swap of `DONE` (Release; an
-/// unpark if it saw `PARKED`), its last access to the node. The payload (29 bits) carries a queue index or a counter: `HEAD`
-/// is a bit of its own, so "go with payload 0" differs from every other state.
+/// unpark if it saw `PARKED`), its last access to the node. The payload (29 bits) carries a
+/// queue index or a counter: `HEAD` is a bit of its own, so "go with payload 0" differs from
+/// every other state.
 pub(crate) mod status {
     /// Queued, not head.
     pub(crate) const WAITING: u32 = 0;

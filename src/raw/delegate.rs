@@ -1,17 +1,17 @@
 //! The mechanism behind [`Delegate::delegate`](crate::Delegate): a closure runs under the lock,
 //! on whichever thread holds it.
 //!
-//! A `delegate` caller that has to queue publishes its closure in its queue node (`QNode::request`,
-//! the address of a [`Request`] on its stack) and waits as any waiter does. A `delegate` caller
-//! that holds the lock after queueing is a **combiner**: where it would make a waiter head
-//! (`raw::make_head`, the one place every lock hands headship over), it runs that waiter's
-//! published closure instead ([`try_serve`]), owns the node's place in the queue as it would own
-//! an abandoned node's, passes headship on from it, and releases the waiter with `DONE`
-//! (`qnode::release_served`, called where an abandoned node would be recycled). The waiter takes its
-//! result and returns without ever holding the lock. Combining stops at the first waiter that
-//! called `lock()` (it is made head as always), at one of another NUMA node (CnaMutex) or cache
-//! domain (HqMutex), and at the combiner's bound (`tunables::delegate_batch` closures and
-//! `tunables::delegate_batch_time`).
+//! A `delegate` caller that has to queue publishes its closure in its queue node
+//! (`QNode::request`, the address of a [`Request`] on its stack) and waits as any waiter does.
+//! A `delegate` caller that holds the lock after queueing is a **combiner**: where it would make
+//! a waiter head (`raw::make_head`, the one place every lock hands headship over), it runs that
+//! waiter's published closure instead ([`try_serve`]), owns the node's place in the queue as it
+//! would own an abandoned node's, passes headship on from it, and releases the waiter with
+//! `DONE` (`qnode::release_served`, called where an abandoned node would be recycled). The
+//! waiter takes its result and returns without ever holding the lock. Combining stops at the
+//! first waiter that called `lock()` (it is made head as always), at one of another NUMA node
+//! (CnaMutex) or cache domain (HqMutex), and at the combiner's bound
+//! (`tunables::delegate_batch` closures and `tunables::delegate_batch_time`).
 //! docs/DESIGN.md, "Delegation", says why it is built this way.
 //!
 //! The state of a call lives in two thread-locals: the request to publish in the next queue
@@ -162,8 +162,8 @@ pub(crate) fn would_serve(next: &QNode) -> bool {
 /// Called by `make_head` before it makes `next` head. If the calling thread is a combiner and
 /// `next`'s waiter published a closure it may run (its locality, within the bound), runs it
 /// and returns `true`: the caller then owns `next`'s place as it would an abandoned node's, and
-/// its `qnode::recycle` of it ends with [`finish_served`]. `false` otherwise (`next` is made
-/// head as usual).
+/// its `qnode::recycle` of it ends with `qnode::release_served`. `false` otherwise (`next` is
+/// made head as usual).
 #[inline]
 pub(crate) fn try_serve(next: &QNode) -> bool {
     let Ok(Some(mut c)) = STATE.try_with(|s| s.combine.get()) else {
@@ -196,9 +196,10 @@ pub(crate) fn try_serve(next: &QNode) -> bool {
     STATE.with(|s| s.combine.set(None));
     let pending = qnode::replace_pending(0);
     // SAFETY: `request` is the address of the waiter's live `Request` (it waits for `DONE`,
-    // which only our `qnode::release_served` writes, and only we serve it: we hold the lock, and its
-    // place in the queue is ours to pass on); its `run` is its first field (`repr(C)`). We
-    // hold the lock: a combiner serves only from its own handoffs, made while it holds it.
+    // which only our `qnode::release_served` writes, and only we serve it: we hold the lock,
+    // and its place in the queue is ours to pass on); its `run` is its first field
+    // (`repr(C)`). We hold the lock: a combiner serves only from its own handoffs, made while
+    // it holds it.
     let panicked = unsafe {
         let run = *(request as usize as *const unsafe fn(*const ()) -> bool);
         run(request as usize as *const ())

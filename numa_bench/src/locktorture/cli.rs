@@ -230,9 +230,8 @@ const MAX_THINK_SPINS: u64 = 1_000_000;
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --rwlock-handover, --spin-us, \
                             --steal-bound-us, --hq-domain-handoffs, --delegate-batch, --format, \
-                            --plot, \
-                            --stats, --slots, --notify, --read-pct, --writers, --work, --think-spins, \
-                            --help";
+                            --plot, --stats, --slots, --notify, --read-pct, --writers, --work, \
+                            --think-spins, --help";
 
 const ABOUT: &str = "\
 locktorture: run McsMutex, CnaMutex, HqMutex, parking_lot::Mutex and std::sync::Mutex (and the
