@@ -174,6 +174,15 @@ impl QNode {
         // The calling thread's published `delegate` closure, if this queueing is a delegation.
         self.request.store(pending(), Ordering::Relaxed);
     }
+
+    /// The closure this node's waiter published (`delegate`), 0 for a `lock()` caller. Read by
+    /// a thread that reached the node through the queue (and, for one it owns, still
+    /// `recycle`s it). Relaxed: written by the owner before the tail swap that published the
+    /// node, which the reader's Acquire loads of the queue's links order before this.
+    #[inline]
+    pub(crate) fn request(&self) -> u64 {
+        self.request.load(Ordering::Relaxed)
+    }
 }
 
 /// The node named by `index` (which must be non-zero and come from the registry).
@@ -270,9 +279,7 @@ pub(crate) fn with_node(
 /// publishes one, and it waits without a deadline.
 pub(crate) fn recycle(index: u32) {
     let n = node(index);
-    // Relaxed: written by the owner before its node was published, and read by the caller
-    // before (`delegate::try_serve`).
-    if n.request.load(Ordering::Relaxed) != 0 {
+    if n.request() != 0 {
         release_served(n);
     } else {
         registry::release(index);

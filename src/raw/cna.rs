@@ -475,8 +475,7 @@ impl RawCna {
     ///   would have consumed is cleared.
     fn leave_headship(&self, me: u32, mut secondary: u32, owned: bool) -> Option<(u32, u32)> {
         let my = node(me);
-        // Relaxed: written by the owner before the tail swap that published the node.
-        if owned && my.request.load(Ordering::Relaxed) != 0 {
+        if owned && my.request() != 0 {
             // A `delegate` waiter whose closure the holder ran (on this node): reorder from it
             // as a head of this node would, so that the next waiter made head or served is
             // this node's too, not the first remote arrival.

@@ -144,19 +144,26 @@ pub(crate) fn combining() -> bool {
         .unwrap_or(false)
 }
 
+/// The closure `next`'s waiter published, if the combiner of session `c` may run it: one of
+/// its locality (the count and time bounds aside).
+#[inline]
+fn servable(c: &Combine, next: &QNode) -> Option<u64> {
+    let request = next.request();
+    // Relaxed: as `QNode::request`.
+    (request != 0
+        && c.locality
+            .admits(c.place, next.numa.load(Ordering::Relaxed)))
+    .then_some(request)
+}
+
 /// Whether [`try_serve`] would run `next`'s published closure now (so its head must not mark
-/// it: `raw::mark_next`).
+/// it: `raw::mark_next`). The time bound is left to `try_serve`, which then makes `next` head.
 #[inline]
 pub(crate) fn would_serve(next: &QNode) -> bool {
     let Ok(Some(c)) = STATE.try_with(|s| s.combine.get()) else {
         return false;
     };
-    // Relaxed: as in `try_serve`.
-    let request = next.request.load(Ordering::Relaxed);
-    request != 0
-        && u64::from(c.served) < c.max
-        && c.locality
-            .admits(c.place, next.numa.load(Ordering::Relaxed))
+    u64::from(c.served) < c.max && servable(&c, next).is_some()
 }
 
 /// Called by `make_head` before it makes `next` head. If the calling thread is a combiner and
@@ -169,17 +176,9 @@ pub(crate) fn try_serve(next: &QNode) -> bool {
     let Ok(Some(mut c)) = STATE.try_with(|s| s.combine.get()) else {
         return false;
     };
-    // Relaxed: written by the waiter before the tail swap that published its node, which we
-    // reached through Acquire loads of the queue's links.
-    let request = next.request.load(Ordering::Relaxed);
-    // Relaxed: as above.
-    if request == 0
-        || !c
-            .locality
-            .admits(c.place, next.numa.load(Ordering::Relaxed))
-    {
+    let Some(request) = servable(&c, next) else {
         return false;
-    }
+    };
     if u64::from(c.served) >= c.max
         || (c.served > 0 && now_ns().saturating_sub(c.since) >= c.max_ns)
     {

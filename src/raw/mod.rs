@@ -252,13 +252,18 @@ macro_rules! impl_raw_mutex {
             /// `LockCore::lock_contended`.
             #[cfg_attr(feature = "lockup", track_caller)]
             fn lock_slow(&self, deadline: Option<u64>) -> bool {
-                self.core
-                    .lock_contended(
-                        || $crate::raw::QueuePolicy::nobody_queued(self),
-                        |me| $crate::raw::QueuePolicy::lock_queued(self, me, deadline),
-                        deadline,
-                    )
-                    .acquired()
+                self.lock_contended(deadline).acquired()
+            }
+
+            /// `LockCore::lock_contended` with this lock's queues: how the slow path ended
+            /// (`lock_slow`, and `delegate`'s `lock_or_served`).
+            #[cfg_attr(feature = "lockup", track_caller)]
+            fn lock_contended(&self, deadline: Option<u64>) -> $crate::qnode::Queued {
+                self.core.lock_contended(
+                    || $crate::raw::QueuePolicy::nobody_queued(self),
+                    |me| $crate::raw::QueuePolicy::lock_queued(self, me, deadline),
+                    deadline,
+                )
             }
 
             /// Runs `f` under the lock, possibly on another thread that holds it, and returns
@@ -398,12 +403,7 @@ macro_rules! impl_raw_mutex {
 
             #[inline]
             fn lock_or_served(&self) -> bool {
-                let outcome = self.core.lock_contended(
-                    || $crate::raw::QueuePolicy::nobody_queued(self),
-                    |me| $crate::raw::QueuePolicy::lock_queued(self, me, None),
-                    None,
-                );
-                outcome != $crate::qnode::Queued::Served
+                self.lock_contended(None) != $crate::qnode::Queued::Served
             }
 
             #[inline]

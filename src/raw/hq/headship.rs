@@ -223,8 +223,8 @@ impl RawHq {
         let successor = self.leave_local_queue(me, local);
         // A served `delegate` waiter of a local queue counts as a local handoff of the node's
         // turn (its closure ran on the node), so that combining cannot stretch a turn beyond
-        // its limit by more than one batch. Relaxed: as `hq_slot`.
-        let payload = if owned && local.is_some() && my.request.load(Ordering::Relaxed) != 0 {
+        // its limit by more than one batch.
+        let payload = if owned && local.is_some() && my.request() != 0 {
             payload.one_more()
         } else {
             payload
