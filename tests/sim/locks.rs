@@ -863,6 +863,64 @@ fn handoffs_beat_the_kernels_cna() {
     }
 }
 
+/// The handoff targets of #38 that are met on the faithful instrument, pinned: `numasim` at
+/// seed 1, default tunables, 10 ms, 32 threads, both placements (`spread` and the published
+/// runs' `linux`), CnaMutex and HqMutex against the better of `cna-kernel` and
+/// `cna-kernel-wo-sro` in the same process. Each bound is about 0.9 of the lowest ratio measured
+/// over seeds 1-3 and both placements (2026-11-29, at `9a02258`; in brackets: CnaMutex, HqMutex):
+/// - `x5-4`: `counter` (1.49, 1.63), `freelist` (2.78, 1.99), `lockbench` (1.59, 1.66);
+/// - `kunpeng920`: `counter` (1.35, 1.54), `freelist` (3.20, 2.17), `lockbench` (1.83, 2.03),
+///   `locktorture` (1.25, 1.21).
+///
+/// On `counter`, `freelist` and `lockbench` the order and the waits stay bounded: fairness
+/// factor at most 0.6 (0.50-0.54) and `wait_p99_us` at most 200 (58-112). The missed rows (`kv`
+/// and `x5-4` `locktorture` at 0.71-0.93x, 4 threads on `counter`, CnaMutex's p99 on
+/// `kunpeng920` `locktorture`) are in BENCHMARKS, "Our locks against the kernel's CNA", with
+/// what the `kv` gap was traced to.
+#[cfg(not(feature = "stats"))]
+#[test]
+fn handoffs_ahead_of_the_kernels_cna_where_met() {
+    use cli::LockKind::{Cna, CnaKernel, CnaKernelWoSro, Hq};
+    use cli::WorkloadKind::{Counter, FreeList, LockBench, LockTorture};
+    let _defaults = tunables();
+    const THREADS: usize = 32;
+    for (machine, workload, cna_bound, hq_bound) in [
+        ("x5-4", Counter, 1.3, 1.45),
+        ("x5-4", FreeList, 2.5, 1.75),
+        ("x5-4", LockBench, 1.4, 1.45),
+        ("kunpeng920", Counter, 1.2, 1.35),
+        ("kunpeng920", FreeList, 2.85, 1.95),
+        ("kunpeng920", LockBench, 1.6, 1.8),
+        ("kunpeng920", LockTorture, 1.1, 1.05),
+    ] {
+        for placement in [cli::Placement::Spread, cli::Placement::Linux] {
+            let run = |lock| reference_run(machine, lock, workload, THREADS, placement);
+            let kernel = run(CnaKernel)
+                .ops_per_sec
+                .max(run(CnaKernelWoSro).ops_per_sec);
+            for (lock, bound) in [(Cna, cna_bound), (Hq, hq_bound)] {
+                let row = run(lock);
+                let ratio = row.ops_per_sec / kernel;
+                let p99 = row.wait_p99_us.expect("every run waits");
+                let what = format!("{machine} {placement:?} {lock:?} {workload:?}");
+                println!(
+                    "{what}: {ratio:.2}x the better kernel CNA, fairness {:.3}, p99 {p99:.1} us",
+                    row.fairness_factor
+                );
+                assert!(ratio >= bound, "{what}: {ratio:.3}x, below {bound}");
+                if workload != LockTorture {
+                    assert!(
+                        row.fairness_factor <= 0.6,
+                        "{what}: fairness {:.3}",
+                        row.fairness_factor
+                    );
+                    assert!(p99 <= 200.0, "{what}: p99 {p99:.1} us");
+                }
+            }
+        }
+    }
+}
+
 /// The cache-domain issue's pins (#26): `numasim` at seed 1, default tunables, 10 ms each, against
 /// `cna-kernel` in the same run. Measured values in brackets (2026-11-25, seeds 1-3).
 /// - HqMutex at least 1.5x `cna-kernel` on `counter` with 64 threads on both AMD presets (2.53x
