@@ -873,7 +873,7 @@ fn handoffs_beat_the_kernels_cna() {
 ///   `locktorture` (1.25, 1.21).
 ///
 /// On `counter`, `freelist` and `lockbench` the order and the waits stay bounded: fairness
-/// factor at most 0.6 (0.50-0.54) and `wait_p99_us` at most 200 (58-112). The missed rows (`kv`
+/// factor at most 0.6 (0.50-0.57) and `wait_p99_us` at most 200 (62-112). The missed rows (`kv`
 /// and `x5-4` `locktorture` at 0.71-0.93x, 4 threads on `counter`, CnaMutex's p99 on
 /// `kunpeng920` `locktorture`) are in BENCHMARKS, "Our locks against the kernel's CNA", with
 /// what the `kv` gap was traced to.
