@@ -325,6 +325,33 @@ pub fn timed_waits<R: Raw>() {
     assert!(lock.try_write_until(Instant::now() + short).is_some());
 }
 
+/// [`timed_waits`] with every CPU kept busy by spinning threads: a reader that finds the writer
+/// on a crowded core yields the CPU a few times before it registers and sleeps, and a timed one
+/// still times out no earlier than its deadline and leaves no trace.
+/// Not under Miri, which runs one thread at a time (`timed_waits` covers it there).
+pub fn timed_waits_crowded<R: Raw>() {
+    if cfg!(miri) {
+        return;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpus = thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<_> = (0..2 * cpus)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    timed_waits::<R>();
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+}
+
 /// A recursive lock lets a reader read again while a writer waits; a plain one makes new
 /// readers wait behind the writer (its bound on reader preference).
 pub fn recursive_reads<R: Raw>() {
@@ -553,6 +580,10 @@ macro_rules! rwlock_conformance {
             #[test]
             fn timed_waits() {
                 super::timed_waits::<R>();
+            }
+            #[test]
+            fn timed_waits_crowded() {
+                super::timed_waits_crowded::<R>();
             }
             #[test]
             fn recursive_reads() {

@@ -145,7 +145,8 @@
 //!   to clear). The writer waits only for the readers already inside when it revoked.
 //!   So a waiting writer sits through one read phase at most.
 //! - **Readers are not starved by writers** (eventual fairness, as parking_lot's): a reader
-//!   that finds `WRITER` spins its spin time, then registers in `waiting`. A writer that takes
+//!   that finds `WRITER` spins its spin time (on a crowded core it then yields the CPU up to
+//!   `CROWDED_READER_YIELDS` times), then registers in `waiting` and sleeps. A writer that takes
 //!   `M` while readers are registered counts a *streak*; once it is at least
 //!   [`WRITER_STREAK_LIMIT`] writers and 20 µs long, the next writer gives the registered
 //!   readers a turn before it revokes: it waits (with `WRITER` clear) until they all got in, or
@@ -245,6 +246,14 @@ const FAIR_TURN: u32 = u32::MAX;
 
 /// The readers' turn ends when none of the registered readers got in for this long, in ns.
 const READER_TURN_STALL_NS: u64 = 5_000;
+
+/// How many times a reader that found `WRITER` and spun its spin time yields the CPU before it
+/// registers and sleeps, where its core is crowded (more runnable threads than CPUs): the writer
+/// it waits for, or a reader inside that holds that writer up, may need the CPU, and a reader
+/// that sleeps must be woken by the writer's unlock, which then loses its CPU to the woken
+/// readers. parking_lot's spin-wait yields up to 7 times before it parks. Why: docs/DESIGN.md,
+/// "Decision record: crowded readers yield before they sleep".
+const CROWDED_READER_YIELDS: u32 = 8;
 
 /// Reader slots per NUMA node: a node's readers spread over this many lines, by thread, so
 /// that a socket's 18 cores do not all write one line. A writer reads them all, so more slots

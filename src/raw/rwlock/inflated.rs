@@ -243,6 +243,8 @@ impl<M: WriterLock> Inflated<M> {
     #[cold]
     pub(super) fn lock_shared_waiting(&self, recursive: bool, deadline: Option<u64>) -> bool {
         let mut registered = false;
+        // Yields made on a crowded core (`CROWDED_READER_YIELDS`), over the whole acquisition.
+        let mut yields = 0;
         let handover = crate::tunables::rwlock_writer_handover();
         let mut budget = SpinBudget::new(deadline);
         let entered = 'outer: loop {
@@ -262,6 +264,15 @@ impl<M: WriterLock> Inflated<M> {
                     note_probe!(readers_want);
                 }
                 if budget.spin() {
+                    continue;
+                }
+                if !registered && yields < CROWDED_READER_YIELDS && wait::crowded() {
+                    // Not yet registered: nothing to undo at the deadline.
+                    if wait::expired(deadline) {
+                        break 'outer false;
+                    }
+                    yields += 1;
+                    yield_now();
                     continue;
                 }
                 if !registered {
