@@ -114,6 +114,10 @@ struct Combine {
 /// The calling thread's delegation state (see the module docs).
 struct State {
     combine: Cell<Option<Combine>>,
+    /// Set by [`keeping_turn`] around a handoff to a waiter of the holder's local queue while
+    /// another node waits: a combiner then serves that waiter only if someone is queued behind
+    /// it.
+    keep_turn: Cell<bool>,
     /// The innermost lock this thread is inside `delegate` of, as a linked list through the
     /// callers' stack frames ([`Inside`]).
     inside: Cell<*const Inside>,
@@ -123,6 +127,7 @@ thread_local! {
     static STATE: State = const {
         State {
             combine: Cell::new(None),
+            keep_turn: Cell::new(false),
             inside: Cell::new(core::ptr::null()),
         }
     };
@@ -145,15 +150,38 @@ pub(crate) fn combining() -> bool {
 }
 
 /// The closure `next`'s waiter published, if the combiner of session `c` may run it: one of
-/// its locality (the count and time bounds aside).
+/// its locality (the count and time bounds aside). `keep_turn` ([`keeping_turn`]): `next` is
+/// the holder's local successor while another node waits; it is served only if a waiter is
+/// linked behind it, since serving a node's last waiter ends the node's turn (it queues again
+/// only after the lock has left), where making it head keeps the turn while the node's
+/// threads come back (docs/DESIGN.md, "Decision record: a combiner keeps its node's turn").
 #[inline]
-fn servable(c: &Combine, next: &QNode) -> Option<u64> {
+fn servable(c: &Combine, next: &QNode, keep_turn: bool) -> Option<u64> {
     let request = next.request();
-    // Relaxed: as `QNode::request`.
+    // Relaxed: as `QNode::request`. `next.next` Relaxed: a hint; a successor that links itself
+    // just after we looked is made head's successor as usual.
     (request != 0
         && c.locality
-            .admits(c.place, next.numa.load(Ordering::Relaxed)))
-    .then_some(request)
+            .admits(c.place, next.numa.load(Ordering::Relaxed))
+        && !(keep_turn && next.next.load(Ordering::Relaxed) == 0))
+        .then_some(request)
+}
+
+/// Runs `handoff` (a handoff by HqMutex's holder) with [`State::keep_turn`] set if `on`.
+#[inline]
+pub(crate) fn keeping_turn<T>(on: bool, handoff: impl FnOnce() -> T) -> T {
+    if !on {
+        return handoff();
+    }
+    let Ok(state) = STATE.try_with(|s| s as *const State) else {
+        return handoff();
+    };
+    // SAFETY: as in `run`: the thread-local outlives this call.
+    let state = unsafe { &*state };
+    let outer = state.keep_turn.replace(true);
+    let out = handoff();
+    state.keep_turn.set(outer);
+    out
 }
 
 /// Whether [`try_serve`] would run `next`'s published closure now (so its head must not mark
@@ -163,7 +191,7 @@ pub(crate) fn would_serve(next: &QNode) -> bool {
     let Ok(Some(c)) = STATE.try_with(|s| s.combine.get()) else {
         return false;
     };
-    u64::from(c.served) < c.max && servable(&c, next).is_some()
+    u64::from(c.served) < c.max && servable(&c, next, false).is_some()
 }
 
 /// Called by `make_head` before it makes `next` head. If the calling thread is a combiner and
@@ -173,10 +201,15 @@ pub(crate) fn would_serve(next: &QNode) -> bool {
 /// made head as usual).
 #[inline]
 pub(crate) fn try_serve(next: &QNode) -> bool {
-    let Ok(Some(mut c)) = STATE.try_with(|s| s.combine.get()) else {
+    let Ok((Some(mut c), keep_turn)) = STATE.try_with(|s| (s.combine.get(), s.keep_turn.get()))
+    else {
         return false;
     };
-    let Some(request) = servable(&c, next) else {
+    let Some(request) = servable(&c, next, keep_turn) else {
+        #[cfg(loom)]
+        if keep_turn && next.request() != 0 {
+            crate::sync::loom_probe::kept_turn();
+        }
         return false;
     };
     if u64::from(c.served) >= c.max

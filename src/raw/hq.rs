@@ -698,7 +698,7 @@ impl RawHq {
             } else {
                 d.streak
             };
-            self.hand_headship(d.front, Payload::new(0, streak));
+            self.hand_headship(d.front, Payload::new(0, streak), false);
         }
     }
 }

@@ -448,6 +448,13 @@ pub mod loom_probe {
         batch_bound,
         take_batch_bounds
     );
+    probe!(
+        /// A `delegate` holder made its node's last waiter head instead of serving it, since
+        /// another node waited (HqMutex keeps the node's turn).
+        KEPT_TURNS,
+        kept_turn,
+        take_kept_turns
+    );
 }
 
 #[cfg(loom)]

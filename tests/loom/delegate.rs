@@ -40,10 +40,13 @@ macro_rules! delegates {
     ($raw:ty, $ops:expr, $clock_step:expr) => {
         delegates!($raw, $ops, $clock_step, |_| 0)
     };
-    ($raw:ty, $ops:expr, $clock_step:expr, $node_of:expr) => {{
+    ($raw:ty, $ops:expr, $clock_step:expr, $node_of:expr) => {
+        delegates!(@new <$raw>::new(), $ops, $clock_step, $node_of)
+    };
+    (@new $new:expr, $ops:expr, $clock_step:expr, $node_of:expr) => {{
         loom_clock::reset($clock_step);
         let ops: &'static [Op] = $ops;
-        let shared = Arc::new((<$raw>::new(), Count(UnsafeCell::new(0usize))));
+        let shared = Arc::new(($new, Count(UnsafeCell::new(0usize))));
         topology::set_thread_node(Some(0));
         shared.0.lock();
         let handles: Vec<_> = ops
@@ -160,6 +163,28 @@ fn hq_delegate_serves_its_domain() {
     assert!(
         loom_probe::take_served() > 0,
         "no holder ran a waiter's closure"
+    );
+}
+
+/// HqMutex (hierarchical) with two waiters of the holder's node and one of another: a combiner
+/// whose local successor is its node's last waiter while the other node waits makes it head
+/// instead of serving it, so that the node keeps its turn.
+#[test]
+fn hq_delegate_keeps_its_nodes_turn() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    loom_probe::take_kept_turns();
+    model(2, || {
+        delegates!(
+            @new RawHq::new_hierarchical(),
+            &[Op::Delegate, Op::Delegate, Op::Delegate],
+            0,
+            |t: usize| usize::from(t == 2)
+        )
+    });
+    assert!(
+        loom_probe::take_kept_turns() > 0,
+        "no combiner made its node's last waiter head while another node waited"
     );
 }
 

@@ -145,8 +145,8 @@ impl RawHq {
                 .acquire_as_head(|| false, likely, premarked, deadline, watch)
         else {
             // Time is up while we were head: leave headship without the lock.
-            if let Some((next, payload)) = self.leave_headship(me, payload, false) {
-                self.hand_headship(next, payload);
+            if let Some((next, payload, keep_turn)) = self.leave_headship(me, payload, false) {
+                self.hand_headship(next, payload, keep_turn);
             }
             return Queued::GaveUp;
         };
@@ -164,6 +164,7 @@ impl RawHq {
         payload: Payload,
         marked: u32,
         open: bool,
+        keep_turn: bool,
     ) {
         if next == marked {
             let how = if open {
@@ -179,17 +180,23 @@ impl RawHq {
         if marked != 0 {
             crate::raw::unmark_next(node(marked));
         }
-        self.hand_headship(next, payload);
+        self.hand_headship(next, payload, keep_turn);
     }
 
     /// Makes `next` head with `payload`. A node whose timed waiter abandoned it is treated as a
     /// head that leaves at once: we leave headship on its behalf (recycling it) and try the next
     /// candidate, until a live waiter is head or nobody waits.
-    pub(super) fn hand_headship(&self, mut next: u32, mut payload: Payload) {
-        while !self.core.word.hand_to(node(next), payload.bits()) {
+    ///
+    /// `keep_turn`: `next` is a waiter of our local queue and another node's representative
+    /// waits in the FIFO; a combiner then makes `next` head rather than serve it if nobody is
+    /// queued behind it (`delegate::keeping_turn`), so that the node's turn goes on.
+    pub(super) fn hand_headship(&self, mut next: u32, mut payload: Payload, mut keep_turn: bool) {
+        while !crate::raw::delegate::keeping_turn(keep_turn, || {
+            self.core.word.hand_to(node(next), payload.bits())
+        }) {
             match self.leave_headship(next, payload, true) {
-                Some((candidate, candidate_payload)) => {
-                    (next, payload) = (candidate, candidate_payload)
+                Some((candidate, candidate_payload, candidate_keep_turn)) => {
+                    (next, payload, keep_turn) = (candidate, candidate_payload, candidate_keep_turn)
                 }
                 None => return,
             }
@@ -198,8 +205,9 @@ impl RawHq {
 
     /// Headship leaves `me`, the FIFO front, without the lock: a head whose time ran out, or
     /// (`owned`) an abandoned node that was just made head, which we recycle once done with it.
-    /// Returns the next head and its payload, or `None` when nobody waits (the reservation a head
-    /// would have consumed is then cleared). Steps 5 and 6 of the module docs, with no lock and no
+    /// Returns the next head, its payload and whether it is a local successor while another
+    /// node waits (`keep_turn`, see `hand_headship`), or `None` when nobody waits (the
+    /// reservation a head would have consumed is then cleared). Steps 5 and 6 of the module docs, with no lock and no
     /// choice: a local successor `S` takes our place and keeps our payload (the node's turn
     /// goes on), else the FIFO's next entry becomes head with a fresh count.
     pub(super) fn leave_headship(
@@ -207,7 +215,7 @@ impl RawHq {
         me: u32,
         payload: Payload,
         owned: bool,
-    ) -> Option<(u32, Payload)> {
+    ) -> Option<(u32, Payload, bool)> {
         let my = node(me);
         // Relaxed: written by the node's owner before the tail swap that published it.
         let slot = my.hq_slot.load(Ordering::Relaxed);
@@ -235,7 +243,7 @@ impl RawHq {
                 qnode::recycle(me);
             }
             return match successor {
-                Some(s) => Some((s, payload)),
+                Some(s) => Some((s, payload, false)),
                 None => {
                     self.core.word.clear_reservation();
                     None
@@ -251,9 +259,9 @@ impl RawHq {
                 // `S` takes our place. Relaxed: published by `make_head`'s Release, as in
                 // `pass_headship`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
-                Some((s, payload))
+                Some((s, payload, true))
             }
-            None => Some((front, Payload::new(0, payload.streak()))),
+            None => Some((front, Payload::new(0, payload.streak()), false)),
         }
     }
 
@@ -346,7 +354,7 @@ impl RawHq {
                         }
                         Payload::new(0, streak)
                     };
-                    self.hand_headship_marked(s, payload, marked, open);
+                    self.hand_headship_marked(s, payload, marked, open, false);
                 }
                 None => {
                     unmark();
@@ -366,11 +374,13 @@ impl RawHq {
                 // Local handoff: `S` takes our place in the FIFO. Relaxed: published by
                 // `make_head`'s Release; only `S` reads it, after its Acquire in `wait_for_head`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
+                // `front` (another node's) waits: a combiner keeps the turn on our node.
                 self.hand_headship_marked(
                     s,
                     Payload::new(count + 1, kept_local(streak)),
                     marked,
                     open,
+                    true,
                 );
             }
             Some(s) => {
@@ -384,7 +394,7 @@ impl RawHq {
                 let t = self.fifo_tail.swap(s, Ordering::AcqRel);
                 // Release: pairs with the Acquire in `wait_for_next`.
                 node(t).fifo_next.store(s, Ordering::Release);
-                self.hand_headship_marked(front, Payload::new(0, streak), marked, open);
+                self.hand_headship_marked(front, Payload::new(0, streak), marked, open, false);
             }
             None => match local {
                 // The FIFO front is of our own slot (another representative or a flat waiter
@@ -400,6 +410,7 @@ impl RawHq {
                         Payload::new(count + 1, kept_local(streak)),
                         marked,
                         open,
+                        false,
                     );
                 }
                 Some(Local { queues, slot, .. })
@@ -425,9 +436,11 @@ impl RawHq {
                     // A barren turn (without a deferral: a fair unlock, or a limit of 1): ours
                     // was its only acquisition, and nobody of our node is queued.
                     let streak = self.barren_turn(queues, streak);
-                    self.hand_headship_marked(front, Payload::new(0, streak), marked, open);
+                    self.hand_headship_marked(front, Payload::new(0, streak), marked, open, false);
                 }
-                Some(_) => self.hand_headship_marked(front, Payload::new(0, streak), marked, open),
+                Some(_) => {
+                    self.hand_headship_marked(front, Payload::new(0, streak), marked, open, false)
+                }
                 None => {
                     // A streak that starts again forgets where it went.
                     let count = FlatCount {
@@ -436,7 +449,13 @@ impl RawHq {
                         crossed: crossed && streak > 0,
                     }
                     .encode();
-                    self.hand_headship_marked(front, Payload::new(count, streak), marked, open);
+                    self.hand_headship_marked(
+                        front,
+                        Payload::new(count, streak),
+                        marked,
+                        open,
+                        false,
+                    );
                 }
             },
         }
