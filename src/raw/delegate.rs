@@ -158,8 +158,8 @@ pub(crate) fn combining() -> bool {
 #[inline]
 fn servable(c: &Combine, next: &QNode, keep_turn: bool) -> Option<u64> {
     let request = next.request();
-    // Relaxed: as `QNode::request`. `next.next` Relaxed: a hint; a successor that links itself
-    // just after we looked is made head's successor as usual.
+    // Relaxed: as `QNode::request`. `next.next` Relaxed: a hint; a waiter that links itself
+    // behind `next` just after we looked simply follows it once it is head.
     (request != 0
         && c.locality
             .admits(c.place, next.numa.load(Ordering::Relaxed))
