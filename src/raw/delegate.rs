@@ -206,8 +206,9 @@ pub(crate) fn try_serve(next: &QNode) -> bool {
         return false;
     };
     let Some(request) = servable(&c, next, keep_turn) else {
+        // Counted only where `keep_turn` alone stopped the serving.
         #[cfg(loom)]
-        if keep_turn && next.request() != 0 {
+        if keep_turn && servable(&c, next, false).is_some() {
             crate::sync::loom_probe::kept_turn();
         }
         return false;

@@ -207,9 +207,10 @@ impl RawHq {
     /// (`owned`) an abandoned node that was just made head, which we recycle once done with it.
     /// Returns the next head, its payload and whether it is a local successor while another
     /// node waits (`keep_turn`, see `hand_headship`), or `None` when nobody waits (the
-    /// reservation a head would have consumed is then cleared). Steps 5 and 6 of the module docs, with no lock and no
-    /// choice: a local successor `S` takes our place and keeps our payload (the node's turn
-    /// goes on), else the FIFO's next entry becomes head with a fresh count.
+    /// reservation a head would have consumed is then cleared). Steps 5 and 6 of the module
+    /// docs, with no lock and no choice: a local successor `S` takes our place and keeps our
+    /// payload (the node's turn goes on), else the FIFO's next entry becomes head with a fresh
+    /// count.
     pub(super) fn leave_headship(
         &self,
         me: u32,
