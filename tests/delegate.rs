@@ -251,6 +251,30 @@ where
     );
     assert!(!same.is_locked(), "the panic released the lock");
     assert_eq!(same.delegate(|n| *n), 1);
+
+    // Two levels down: the same lock found behind another lock's entry, and the other lock
+    // itself still usable from there.
+    let other = Mutex::<R, u64>::new(0);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        same.delegate(|n| {
+            *n += 1;
+            other.delegate(|o| {
+                *o += 1;
+                let third = Mutex::<R, u64>::new(5);
+                assert_eq!(third.delegate(|t| *t), 5);
+                same.delegate(|n| *n += 1);
+            })
+        })
+    }));
+    let msg = *r.unwrap_err().downcast::<&str>().unwrap();
+    assert!(msg.contains("already running"), "{msg}");
+    assert!(
+        !same.is_locked() && !other.is_locked(),
+        "the panic released both locks"
+    );
+    assert_eq!((same.delegate(|n| *n), other.delegate(|o| *o)), (2, 1));
+    // Back at depth 0: the lock is no longer among this thread's, so this does not panic.
+    assert_eq!(same.delegate(|n| other.delegate(|o| *n + *o)), 3);
 }
 
 macro_rules! cases {

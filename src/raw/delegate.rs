@@ -118,9 +118,8 @@ struct State {
     /// another node waits: a combiner then serves that waiter only if someone is queued behind
     /// it.
     keep_turn: Cell<bool>,
-    /// The innermost lock this thread is inside `delegate` of, as a linked list through the
-    /// callers' stack frames ([`Inside`]).
-    inside: Cell<*const Inside>,
+    /// The locks this thread is inside `delegate` of ([`Inside`]).
+    inside: Cell<Inside>,
 }
 
 thread_local! {
@@ -128,15 +127,56 @@ thread_local! {
         State {
             combine: Cell::new(None),
             keep_turn: Cell::new(false),
-            inside: Cell::new(core::ptr::null()),
+            inside: Cell::new(Inside::NONE),
         }
     };
 }
 
-/// One `delegate` call's entry in [`State::inside`].
-struct Inside {
+/// The locks this thread is inside `delegate` of, innermost first: none (`0`), one lock (its
+/// address with bit 0 set), or several: the address of the innermost call's [`Nested`] entry,
+/// a linked list through the callers' stack frames. The common case, one lock, costs a single
+/// thread-local store on the way in and one on the way out, where a list entry cost three
+/// before the fast path's CAS (docs/DESIGN.md, "Decision record: one store marks a delegate
+/// call").
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Inside(usize);
+
+impl Inside {
+    const NONE: Inside = Inside(0);
+
+    /// Inside `lock`'s `delegate` only. Lock addresses are even: every raw lock holds an atomic
+    /// word.
+    #[inline]
+    fn one(lock: usize) -> Inside {
+        Inside(lock | 1)
+    }
+
+    /// Whether `lock` is among these locks.
+    fn contains(self, lock: usize) -> bool {
+        let mut walk = self;
+        loop {
+            match walk.0 {
+                0 => return false,
+                one if one & 1 == 1 => return one & !1 == lock,
+                entry => {
+                    // SAFETY: an even, non-zero value is the address of a `Nested` entry in
+                    // the frame of an enclosing `run` on this thread (`Leave` unlinks it
+                    // before the frame ends).
+                    let entry = unsafe { &*(entry as *const Nested) };
+                    if entry.lock == lock {
+                        return true;
+                    }
+                    walk = entry.outer;
+                }
+            }
+        }
+    }
+}
+
+/// A nested `delegate` call's entry in [`State::inside`]: its lock and the enclosing calls'.
+struct Nested {
     lock: usize,
-    outer: *const Inside,
+    outer: Inside,
 }
 
 /// Whether the calling thread is a `delegate` caller that may combine: as queue head it
@@ -254,7 +294,7 @@ pub(crate) fn try_serve(next: &QNode) -> bool {
 /// closure unwinds).
 struct Leave<'a> {
     state: &'a State,
-    outer: *const Inside,
+    outer: Inside,
 }
 
 impl Drop for Leave<'_> {
@@ -310,36 +350,51 @@ pub(crate) fn run<L: DelegateRaw, R: Send, F: FnOnce() -> R + Send>(raw: &L, f: 
     // succeeded, and we are inside the thread's own code).
     let state = unsafe { &*state };
     let outer = state.inside.get();
-    if !outer.is_null() {
-        refuse_same_lock(outer, lock);
+    if outer != Inside::NONE {
+        return run_nested(raw, f, state, outer);
     }
-    let entry = Inside { lock, outer };
-    state.inside.set(&entry);
+    // `Inside::one` tags the address with its bit 0.
+    const { assert!(align_of::<L>() >= 2) };
+    if raw.try_lock_fast() {
+        // Entered after the CAS and left before the release, so that the release's RMW, not
+        // the next acquisition's CAS, waits for both stores (`_leave` drops first).
+        let _unlock = Unlock { raw };
+        state.inside.set(Inside::one(lock));
+        let _leave = Leave { state, outer };
+        return f();
+    }
+    state.inside.set(Inside::one(lock));
+    let _leave = Leave { state, outer };
+    run_queued(raw, f, state)
+}
+
+/// [`run`] with this thread already inside `delegate` of `outer`: panics if `raw` is among
+/// them, else links an entry for `raw` in front of them and runs `f`.
+#[cold]
+#[inline(never)]
+fn run_nested<L: DelegateRaw, R: Send, F: FnOnce() -> R + Send>(
+    raw: &L,
+    f: F,
+    state: &State,
+    outer: Inside,
+) -> R {
+    let lock = raw as *const L as usize;
+    if outer.contains(lock) {
+        panic!(
+            "numa_locks: delegate called on a lock from inside a closure already running under \
+             that lock (it would wait for itself)"
+        );
+    }
+    let entry = Nested { lock, outer };
+    state
+        .inside
+        .set(Inside(core::ptr::from_ref(&entry) as usize));
     let _leave = Leave { state, outer };
     if raw.try_lock_fast() {
         let _unlock = Unlock { raw };
         return f();
     }
     run_queued(raw, f, state)
-}
-
-/// Panics if `lock` is among the locks this thread is inside `delegate` of (`inside`, from
-/// the innermost outwards).
-#[cold]
-fn refuse_same_lock(inside: *const Inside, lock: usize) {
-    let mut walk = inside;
-    while !walk.is_null() {
-        // SAFETY: every entry lives in a frame of an enclosing `run` on this thread (`Leave`
-        // unlinks it before the frame ends).
-        let entry = unsafe { &*walk };
-        if entry.lock == lock {
-            panic!(
-                "numa_locks: delegate called on a lock from inside a closure already running \
-                 under that lock (it would wait for itself)"
-            );
-        }
-        walk = entry.outer;
-    }
 }
 
 /// [`run`]'s slow path: publish `f`, queue, and either take the lock (and combine) or take the
