@@ -455,6 +455,13 @@ pub mod loom_probe {
         kept_turn,
         take_kept_turns
     );
+    probe!(
+        /// A `delegate` holder served a waiter of HqMutex's flat FIFO and handed the payload it
+        /// carried to the next head behind it.
+        FLAT_PAYLOADS_PASSED,
+        flat_payload_passed,
+        take_flat_payloads_passed
+    );
 }
 
 #[cfg(loom)]

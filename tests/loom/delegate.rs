@@ -166,6 +166,22 @@ fn hq_delegate_serves_its_domain() {
     );
 }
 
+/// HqMutex (flat) with three waiters of one domain: a combiner that serves a waiter with
+/// another queued behind it passes that waiter's payload on to it.
+#[test]
+fn hq_delegate_served_flat_waiter_passes_its_payload() {
+    tunables::reset_defaults();
+    tunables::set_stealing(false).unwrap();
+    loom_probe::take_flat_payloads_passed();
+    model(1, || {
+        delegates!(RawHq, &[Op::Delegate, Op::Delegate, Op::Delegate], 0)
+    });
+    assert!(
+        loom_probe::take_flat_payloads_passed() > 0,
+        "no combiner served a flat waiter with another queued behind it"
+    );
+}
+
 /// HqMutex (hierarchical) with two waiters of the holder's node and one of another: a combiner
 /// whose local successor is its node's last waiter while the other node waits makes it head
 /// instead of serving it, so that the node keeps its turn.

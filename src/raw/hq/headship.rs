@@ -233,6 +233,8 @@ impl RawHq {
         // A served `delegate` waiter of a local queue counts as a local handoff of the node's
         // turn (its closure ran on the node), so that combining cannot stretch a turn beyond
         // its limit by more than one batch.
+        // Read before the node is recycled below.
+        let served_flat = owned && local.is_none() && my.request() != 0;
         let payload = if owned && local.is_some() && my.request() != 0 {
             payload.one_more()
         } else {
@@ -261,6 +263,13 @@ impl RawHq {
                 // `pass_headship`.
                 node(s).fifo_next.store(front, Ordering::Relaxed);
                 Some((s, payload, true))
+            }
+            // A served flat waiter never held the lock: `front` gets what it was handed,
+            // which tells where the holder's streak has been (`FlatCount`).
+            None if served_flat => {
+                #[cfg(loom)]
+                crate::sync::loom_probe::flat_payload_passed();
+                Some((front, payload, false))
             }
             None => Some((front, Payload::new(0, payload.streak()), false)),
         }
