@@ -77,6 +77,15 @@ struct Request<F, R> {
     out: UnsafeCell<Option<std::thread::Result<R>>>,
 }
 
+impl<F, R> Request<F, R> {
+    /// The first and last line of the request (the same line for small closures), for the
+    /// simulator's accounting (`sync::plain_read`).
+    fn lines(&self) -> [*const u8; 2] {
+        let first = core::ptr::from_ref(self).cast::<u8>();
+        [first, first.wrapping_add(size_of::<Self>().max(1) - 1)]
+    }
+}
+
 /// `Request::run` for `Request<F, R>`: takes the closure out, runs it, catching a panic, and
 /// stores the outcome.
 ///
@@ -87,12 +96,15 @@ unsafe fn run_request<F: FnOnce() -> R, R>(request: *const ()) -> bool {
     // SAFETY: passed on from the caller; nobody else touches the request meanwhile (its
     // waiter waits for `DONE`).
     let request = unsafe { &*(request as *const Request<F, R>) };
+    // The request is on the waiter's stack, in its cache: reading it moves its lines here.
+    crate::sync::plain_read(&request.lines());
     // SAFETY: taken once (the caller's contract), never dropped in place afterwards.
     let f = unsafe { ManuallyDrop::take(&mut *request.f.get()) };
     let out = catch_unwind(AssertUnwindSafe(f));
     let panicked = out.is_err();
     // SAFETY: as above.
     unsafe { *request.out.get() = Some(out) };
+    crate::sync::plain_write(&[request.out.get() as *const u8]);
     panicked
 }
 
@@ -420,6 +432,8 @@ fn run_queued<L: DelegateRaw, R: Send, F: FnOnce() -> R + Send>(raw: &L, f: F, s
         max,
         max_ns,
     };
+    // The closure moved into the request: the stores the combiner's reads will pay for.
+    crate::sync::plain_write(&request.lines());
     qnode::replace_pending(core::ptr::from_ref(&request) as usize as u64);
     state.combine.set(Some(combine));
     let holds = raw.lock_or_served();
@@ -439,7 +453,8 @@ fn run_queued<L: DelegateRaw, R: Send, F: FnOnce() -> R + Send>(raw: &L, f: F, s
         return f();
     }
     // Served: the combiner stored the outcome before its Release swap of `DONE`, which our
-    // wait read with Acquire.
+    // wait read with Acquire. Its line comes back from the combiner's cache.
+    crate::sync::plain_read(&[request.out.get() as *const u8]);
     match request.out.into_inner() {
         Some(Ok(value)) => value,
         Some(Err(panic)) => resume_unwind(panic),

@@ -55,6 +55,27 @@ pub(crate) use numa_sim::atomic::{AtomicPtr, AtomicU32, AtomicU64};
 #[cfg(not(any(loom, numa_sim)))]
 pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
 
+/// A write of plain memory that another thread will read (a `delegate` request on its caller's
+/// stack): under numa_sim, a store to each line of `addrs`, costed as the simulator's atomics
+/// are (the line moves to this core); nothing elsewhere, where the memory access itself is the
+/// cost.
+#[inline]
+pub(crate) fn plain_write(addrs: &[*const u8]) {
+    #[cfg(numa_sim)]
+    numa_sim::touch(addrs);
+    #[cfg(not(numa_sim))]
+    let _ = addrs;
+}
+
+/// [`plain_write`] for a read.
+#[inline]
+pub(crate) fn plain_read(addrs: &[*const u8]) {
+    #[cfg(numa_sim)]
+    numa_sim::touch_read(addrs);
+    #[cfg(not(numa_sim))]
+    let _ = addrs;
+}
+
 /// `true` under loom, which explores every interleaving: spinning would only multiply them, so
 /// every wait goes straight to parking, and randomized choices (CNA's shuffle reduction) are
 /// always taken.
