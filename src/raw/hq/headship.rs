@@ -230,12 +230,13 @@ impl RawHq {
                 per_domain: false,
             });
         let successor = self.leave_local_queue(me, local);
-        // A served waiter of the flat FIFO (read before the node is recycled below).
-        let served_flat = owned && local.is_none() && my.request() != 0;
-        // A served `delegate` waiter of a local queue counts as a local handoff of the node's
-        // turn (its closure ran on the node), so that combining cannot stretch a turn beyond
-        // its limit by more than one batch.
-        let payload = if owned && local.is_some() && my.request() != 0 {
+        // A served `delegate` waiter (read before the node is recycled below).
+        let served = owned && my.request() != 0;
+        let served_flat = served && local.is_none();
+        // A served waiter of a local queue counts as a local handoff of the node's turn (its
+        // closure ran on the node), so that combining cannot stretch a turn beyond its limit
+        // by more than one batch.
+        let payload = if served && local.is_some() {
             payload.one_more()
         } else {
             payload
