@@ -37,6 +37,13 @@ pub const DEFAULT_RWLOCK_WRITER_HANDOVER: bool = false;
 /// Default time the queue head tolerates being overtaken by stealers before it forbids
 /// stealing: 1 ms (parking_lot's eventual-fairness timeout is 0.5 ms on average).
 pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
+/// Default re-take window: 0, a queue head that marks its successor reserves the lock at once.
+///
+/// Trade-off: a window lets the thread that released the lock take it again while the head
+/// waits, so the lock and its data stay in that thread's cache for a run of critical sections,
+/// and every queued thread waits through those runs: more throughput, a longer tail of waits
+/// at high thread counts (docs/DESIGN.md, "Decision record: the re-take window stays off").
+pub const DEFAULT_RETAKE_WINDOW: Duration = Duration::ZERO;
 /// Default age at which the CNA secondary queue is flushed back to the main queue: 25 µs.
 ///
 /// The kernel's CNA uses 1 ms (`numa_spinlock_threshold_ns`). A waiter of another node waits
@@ -80,12 +87,14 @@ pub const DEFAULT_DELEGATE_BATCH_TIME: Duration = Duration::from_micros(25);
 const MAX_SPIN_TIME: Duration = Duration::from_secs(1);
 const MIN_BOUND: Duration = Duration::from_micros(1);
 const MAX_BOUND: Duration = Duration::from_secs(10);
+const MAX_RETAKE_WINDOW: Duration = Duration::from_millis(10);
 const MAX_HQ_LOCAL_HANDOFFS: u64 = 1 << 24;
 
 static SPIN_NS: AtomicU64 = AtomicU64::new(DEFAULT_SPIN_TIME.as_nanos() as u64);
 static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
 static RWLOCK_WRITER_HANDOVER: AtomicBool = AtomicBool::new(DEFAULT_RWLOCK_WRITER_HANDOVER);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
+static RETAKE_WINDOW_NS: AtomicU64 = AtomicU64::new(DEFAULT_RETAKE_WINDOW.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
 static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
 static HQ_DOMAIN_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_DOMAIN_HANDOFFS);
@@ -203,6 +212,48 @@ pub fn set_steal_bound(value: Duration) -> Result<(), TunableError> {
 /// How long the queue head may be overtaken by stealers.
 pub fn steal_bound() -> Duration {
     Duration::from_nanos(STEAL_BOUND_NS.load(Relaxed))
+}
+
+/// Sets the re-take window (default [`DEFAULT_RETAKE_WINDOW`]): how long a new queue head lets
+/// other threads, above all the one that just released the lock, take the free lock ahead of
+/// it before it reserves the lock for itself. Allowed: 0 (reserve at once) to 10 ms.
+///
+/// A head on an uncrowded core of a machine with 3 or more CPUs marks its successor (which
+/// then spins instead of parking) and reserves the lock, so that nobody overtakes it; with a
+/// window it reserves only once it has been head that long. Meanwhile the releasing thread,
+/// whose cache holds the lock and the data, may take the lock again (and so may any arriving
+/// thread, of the holder's node only where a CnaMutex handoff reserved it for that node). The
+/// steal bound still ends the window early, and heads that do not mark (threads outnumber
+/// cores, or 2 CPUs) already leave the lock open until the steal bound: there it changes
+/// nothing. Longer windows give more throughput where critical sections come in quick
+/// succession from the same thread, and longer waits to the queued threads (docs/DESIGN.md,
+/// "Decision record: the re-take window").
+///
+/// ```
+/// use std::time::Duration;
+/// use numa_locks::tunables;
+///
+/// tunables::set_retake_window(Duration::from_nanos(500)).unwrap();
+/// assert_eq!(tunables::retake_window(), Duration::from_nanos(500));
+/// let err = tunables::set_retake_window(Duration::from_millis(20)).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid retake_window 20ms: allowed 0 to 10ms");
+/// # tunables::reset_defaults();
+/// ```
+pub fn set_retake_window(value: Duration) -> Result<(), TunableError> {
+    let ns = check_duration(
+        "retake_window",
+        value,
+        Duration::ZERO,
+        MAX_RETAKE_WINDOW,
+        "0 to 10ms",
+    )?;
+    RETAKE_WINDOW_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// How long a new queue head lets other threads take the free lock before it reserves it.
+pub fn retake_window() -> Duration {
+    Duration::from_nanos(RETAKE_WINDOW_NS.load(Relaxed))
 }
 
 /// Sets the age at which the CNA secondary queue is flushed to the front of the main queue
@@ -375,6 +426,7 @@ pub fn reset_defaults() {
     STEALING.store(DEFAULT_STEALING, Relaxed);
     RWLOCK_WRITER_HANDOVER.store(DEFAULT_RWLOCK_WRITER_HANDOVER, Relaxed);
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
+    RETAKE_WINDOW_NS.store(DEFAULT_RETAKE_WINDOW.as_nanos() as u64, Relaxed);
     DELEGATE_BATCH.store(DEFAULT_DELEGATE_BATCH, Relaxed);
     DELEGATE_BATCH_NS.store(DEFAULT_DELEGATE_BATCH_TIME.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
@@ -390,6 +442,9 @@ pub(crate) fn spin_ns() -> u64 {
 }
 pub(crate) fn steal_bound_ns() -> u64 {
     STEAL_BOUND_NS.load(Relaxed)
+}
+pub(crate) fn retake_window_ns() -> u64 {
+    RETAKE_WINDOW_NS.load(Relaxed)
 }
 pub(crate) fn cna_flush_ns() -> u64 {
     CNA_FLUSH_NS.load(Relaxed)

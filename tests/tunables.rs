@@ -110,6 +110,20 @@ fn setters_validate_and_take_effect() {
     );
     assert_eq!(tunables::steal_bound(), Duration::from_micros(50));
 
+    assert_eq!(tunables::retake_window(), tunables::DEFAULT_RETAKE_WINDOW);
+    tunables::set_retake_window(Duration::from_nanos(500)).unwrap();
+    assert_eq!(tunables::retake_window(), Duration::from_nanos(500));
+    assert_rejected(
+        tunables::set_retake_window(Duration::from_millis(11)),
+        "retake_window",
+        "11ms",
+    );
+    assert_eq!(
+        tunables::retake_window(),
+        Duration::from_nanos(500),
+        "a rejected value changes nothing"
+    );
+
     tunables::set_cna_flush_threshold(Duration::from_millis(3)).unwrap();
     assert_eq!(tunables::cna_flush_threshold(), Duration::from_millis(3));
     assert_rejected(

@@ -422,6 +422,13 @@ pub mod loom_probe {
         take_unreserved_handoffs
     );
     probe!(
+        /// A marking queue head found the lock busy and left it open to stealers, its re-take
+        /// window (`tunables::retake_window`) not over yet.
+        LEFT_OPEN_IN_WINDOW,
+        left_open_in_window,
+        take_left_open_in_window
+    );
+    probe!(
         /// An arrival of the node a `LOCAL` reservation names took the free lock.
         LOCAL_STEALS,
         local_steal,

@@ -106,6 +106,41 @@ fn mcs_stealing_against_head() {
     );
 }
 
+/// Runs `body` as a loom model with stealing on and a re-take window that never closes (the
+/// clock stands still, `contend!`'s step 0): a marking head leaves the busy lock unreserved, so
+/// arrivals and the releasing holder may take it ahead of the head, which still gets the lock,
+/// and mutual exclusion holds. Checks that a head did leave a busy lock open.
+fn with_open_retake_window(body: impl Fn() + Sync + Send + 'static) {
+    tunables::reset_defaults();
+    tunables::set_stealing(true).unwrap();
+    tunables::set_retake_window(std::time::Duration::from_millis(10)).unwrap();
+    loom_probe::take_left_open_in_window();
+    model(2, body);
+    tunables::reset_defaults();
+    assert!(
+        loom_probe::take_left_open_in_window() > 0,
+        "no head left a busy lock open within its re-take window"
+    );
+}
+
+#[test]
+fn mcs_retake_window_leaves_lock_open() {
+    with_open_retake_window(|| contend!(RawMcs, 3usize, 1usize, |_| 0, 0));
+}
+
+/// The same with CnaMutex, one node, two acquisitions per thread: the window meets the `LOCAL`
+/// reservations of handoffs to a marked successor of the holder's node, under which arrivals
+/// of that node (the releasing holder among them) take the lock ahead of the head.
+#[test]
+fn cna_retake_window_with_local_handoffs() {
+    loom_probe::take_local_steals();
+    with_open_retake_window(|| contend!(RawCna, 3usize, 2usize, |_| 0, 0));
+    assert!(
+        loom_probe::take_local_steals() > 0,
+        "no arrival took a lock reserved for its node"
+    );
+}
+
 #[test]
 fn mcs_park_unpark_race() {
     // Two threads, stealing on, patience never expires: the unlocker races with a head that is

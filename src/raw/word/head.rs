@@ -24,7 +24,9 @@ impl LockWord {
     /// ([`LockWord::hand_to_marked`]). The caller may have marked it already, before this
     /// head's first look (`premarked`, see [`premark`]); otherwise the head marks it once it
     /// finds the lock busy. A head with a marked successor reserves the lock while it is busy,
-    /// so no arrival takes it first. A head that was itself made head by `hand_to_marked` with
+    /// so no arrival takes it first; with a re-take window (`tunables::retake_window`) set, only
+    /// once it has been head that long, and until then the thread that released the lock may
+    /// take it back. A head that was itself made head by `hand_to_marked` with
     /// a reserved lock (`HANDED`: HqMutex, or stealing off) owns its reservation and takes the
     /// free lock with a plain store; any other head takes it with a CAS, since a thread that
     /// emptied the queue without the lock (`clear_reservation`) may clear a reservation between
@@ -59,6 +61,16 @@ impl LockWord {
         // "Delegation").
         let mut may_mark = wait::may_mark();
         let mut bound_passed = !stealing || (may_mark && crate::raw::delegate::combining());
+        // The re-take window (`tunables::retake_window`, 0 by default): a marking head reserves
+        // the lock only once it has been head this long, so that the thread that released the
+        // lock may take it back meanwhile (docs/DESIGN.md, "Handoffs: marking, premarking and
+        // stealing"). No clock read while it is 0.
+        let window = if bound_passed {
+            0
+        } else {
+            tunables::retake_window_ns()
+        };
+        let mut window_open = window != 0;
         if !may_mark && marked != 0 {
             // Premarked on a verdict that no longer stands (see `premark`).
             unmark_next(qnode::node(marked));
@@ -81,7 +93,10 @@ impl LockWord {
                         if !bound_passed && looks.is_multiple_of(STEAL_BOUND_LOOKS) {
                             bound_passed = steal_bound_passed(since);
                         }
-                        if bound_passed || may_mark {
+                        if window_open {
+                            window_open = window_still_open(since, window);
+                        }
+                        if bound_passed || (may_mark && !window_open) {
                             self.set_no_steal();
                             budget.redeclare();
                         }
@@ -97,10 +112,17 @@ impl LockWord {
                     budget.redeclare();
                 }
             }
-            if !s.reserved() && (bound_passed || may_mark) {
+            if window_open {
+                window_open = window_still_open(since, window);
+            }
+            if !s.reserved() && (bound_passed || (may_mark && !window_open)) {
                 self.set_no_steal();
                 budget.redeclare();
                 continue;
+            }
+            #[cfg(loom)]
+            if !s.reserved() && may_mark && window_open {
+                crate::sync::loom_probe::left_open_in_window();
             }
             if busy_work {
                 busy_work = while_busy();
@@ -306,4 +328,11 @@ impl LockWord {
         // (x) → (NO_STEAL, x).
         self.or(NO_STEAL, Ordering::Relaxed);
     }
+}
+
+/// Whether a head that became head at `since` is still within its re-take window of `window`
+/// ns (see `tunables::retake_window`).
+#[inline]
+fn window_still_open(since: u64, window: u64) -> bool {
+    now_ns().saturating_sub(since) < window
 }
