@@ -216,6 +216,10 @@ fn bad_spin_and_steal_bounds_are_rejected() {
         &["--steal-bound-us", "0"],
         &["--steal-bound-us", "1us to 10s"],
     );
+    assert_rejected(
+        &["--retake-window-us", "20000"],
+        &["--retake-window-us", "20ms", "0 to 10ms"],
+    );
     // Not a number of microseconds at all.
     assert_rejected(
         &["--spin-us", "-1"],
@@ -235,6 +239,8 @@ fn bad_spin_and_steal_bounds_are_rejected() {
         "0.5",
         "--steal-bound-us",
         "50",
+        "--retake-window-us",
+        "0.5",
         "--duration-ms",
         "10",
         "--runs",

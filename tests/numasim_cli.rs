@@ -256,6 +256,10 @@ fn tunables_are_validated_by_the_setters() {
         &["--steal-bound-us", "1us to 10s"],
     );
     assert_rejected(
+        &["--retake-window-us", "20000"],
+        &["--retake-window-us", "20ms", "0 to 10ms"],
+    );
+    assert_rejected(
         &["--cna-flush-us", "0.5"],
         &["--cna-flush-us", "1us to 10s"],
     );
@@ -306,6 +310,7 @@ fn help_explains_locks_workloads_and_columns() {
         "--plot",
         "--spin-us",
         "--steal-bound-us",
+        "--retake-window-us",
         "--cna-flush-us",
         "--hq-local-handoffs",
         "--hq-domain-handoffs",
@@ -356,6 +361,10 @@ fn help_states_the_crate_defaults() {
         (
             "--steal-bound-us",
             tunables::DEFAULT_STEAL_BOUND.as_micros(),
+        ),
+        (
+            "--retake-window-us",
+            tunables::DEFAULT_RETAKE_WINDOW.as_micros(),
         ),
         (
             "--cna-flush-us",

@@ -229,7 +229,7 @@ const MAX_THINK_SPINS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --rwlock-handover, --spin-us, \
-                            --steal-bound-us, --hq-domain-handoffs, --delegate-batch, --format, \
+                            --steal-bound-us, --retake-window-us, --hq-domain-handoffs, --delegate-batch, --format, \
                             --plot, --stats, --slots, --notify, --read-pct, --writers, --work, \
                             --think-spins, --help";
 
@@ -389,6 +389,14 @@ struct Args {
           allow_hyphen_values = true)]
     steal_bound_us: Option<f64>,
 
+    /// Tunable: how long a new queue head leaves the free lock open to the thread that
+    /// released it before it reserves it, in microseconds, 0..=10000
+    /// (numa_locks::tunables::set_retake_window) [default: 0]. No effect where heads do not
+    /// reserve: on fewer than 3 CPUs, or while threads outnumber cores
+    #[arg(long, value_name = "US", value_parser = parse_retake_window_us,
+          allow_hyphen_values = true)]
+    retake_window_us: Option<f64>,
+
     /// Tunable: consecutive handoffs HqMutex keeps within a cache domain (an L3) while it queues
     /// per domain, 1..=16777216 (numa_locks::tunables::set_hq_domain_handoffs) [default: 16].
     /// Read only where NUMA nodes hold several L3 domains
@@ -485,6 +493,11 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
         && let Err(e) = numa_locks::tunables::set_steal_bound(micros(us))
     {
         return Err(report(&format!("--steal-bound-us {us}: {e}")));
+    }
+    if let Some(us) = args.retake_window_us
+        && let Err(e) = numa_locks::tunables::set_retake_window(micros(us))
+    {
+        return Err(report(&format!("--retake-window-us {us}: {e}")));
     }
     if let Some(n) = args.hq_domain_handoffs
         && let Err(e) = numa_locks::tunables::set_hq_domain_handoffs(n)
@@ -629,7 +642,7 @@ fn expected_value(flag: &str) -> String {
         "--virtual-nodes" => format!("an integer from 1 to {MAX_VIRTUAL_NODES}"),
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
         "--stealing" | "--rwlock-handover" => "allowed: on, off".to_string(),
-        "--spin-us" | "--steal-bound-us" => {
+        "--spin-us" | "--steal-bound-us" | "--retake-window-us" => {
             "a non-negative number of microseconds, e.g. 5 or 0.5".to_string()
         }
         "--hq-domain-handoffs" => "an integer from 1 to 16777216".to_string(),
@@ -717,6 +730,10 @@ fn parse_spin_us(value: &str) -> Result<f64, CliError> {
 
 fn parse_steal_bound_us(value: &str) -> Result<f64, CliError> {
     parse_micros("--steal-bound-us", value)
+}
+
+fn parse_retake_window_us(value: &str) -> Result<f64, CliError> {
+    parse_micros("--retake-window-us", value)
 }
 
 /// Any integer: the range is the setter's to check, so that its error names it.

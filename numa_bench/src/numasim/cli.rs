@@ -455,6 +455,12 @@ struct Args {
     #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
     steal_bound_us: Option<f64>,
 
+    /// Tunable: how long a new queue head leaves the free lock open to the thread that
+    /// released it before it reserves it, in microseconds (tunables::set_retake_window)
+    /// [default: 0]
+    #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
+    retake_window_us: Option<f64>,
+
     /// Tunable: the age at which CNA flushes its secondary queue, in microseconds
     /// (tunables::set_cna_flush_threshold) [default: 25]
     #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
@@ -601,6 +607,10 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     }
     if let Some(us) = args.steal_bound_us {
         tunables::set_steal_bound(micros(us)).map_err(|e| format!("--steal-bound-us {us}: {e}"))?;
+    }
+    if let Some(us) = args.retake_window_us {
+        tunables::set_retake_window(micros(us))
+            .map_err(|e| format!("--retake-window-us {us}: {e}"))?;
     }
     if let Some(us) = args.cna_flush_us {
         tunables::set_cna_flush_threshold(micros(us))
