@@ -227,7 +227,7 @@ pub fn steal_bound() -> Duration {
 /// cores, or 2 CPUs) already leave the lock open until the steal bound: there it changes
 /// nothing. Longer windows give more throughput where critical sections come in quick
 /// succession from the same thread, and longer waits to the queued threads (docs/DESIGN.md,
-/// "Decision record: the re-take window").
+/// "Decision record: the re-take window stays off").
 ///
 /// ```
 /// use std::time::Duration;

@@ -64,7 +64,8 @@ impl LockWord {
         // The re-take window (`tunables::retake_window`, 0 by default): a marking head reserves
         // the lock only once it has been head this long, so that the thread that released the
         // lock may take it back meanwhile (docs/DESIGN.md, "Handoffs: marking, premarking and
-        // stealing"). No clock read while it is 0.
+        // stealing"). The clock is read only while it is open and the head may mark (a head
+        // that may not never reserves for a mark, window or not).
         let window = if bound_passed {
             0
         } else {
@@ -93,7 +94,7 @@ impl LockWord {
                         if !bound_passed && looks.is_multiple_of(STEAL_BOUND_LOOKS) {
                             bound_passed = steal_bound_passed(since);
                         }
-                        if window_open {
+                        if may_mark && window_open {
                             window_open = window_still_open(since, window);
                         }
                         if bound_passed || (may_mark && !window_open) {
@@ -112,7 +113,7 @@ impl LockWord {
                     budget.redeclare();
                 }
             }
-            if window_open {
+            if may_mark && window_open {
                 window_open = window_still_open(since, window);
             }
             if !s.reserved() && (bound_passed || (may_mark && !window_open)) {
