@@ -34,6 +34,11 @@ pub const DEFAULT_STEALING: bool = true;
 /// read-mostly ones, which are what an rwlock is for (docs/DESIGN.md, decision record, "writer
 /// handover, off by default").
 pub const DEFAULT_RWLOCK_WRITER_HANDOVER: bool = false;
+/// Default for the rwlocks' write mode: on. A lock whose last writers found no reader keeps the
+/// readers revoked between writers, so that each writer costs what a mutex's does, and the
+/// first reader to come takes the writers' lock once to end it (docs/DESIGN.md, decision
+/// record, "rwlock write mode").
+pub const DEFAULT_RWLOCK_WRITE_MODE: bool = true;
 /// Default time the queue head tolerates being overtaken by stealers before it forbids
 /// stealing: 1 ms (parking_lot's eventual-fairness timeout is 0.5 ms on average).
 pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
@@ -93,6 +98,7 @@ const MAX_HQ_LOCAL_HANDOFFS: u64 = 1 << 24;
 static SPIN_NS: AtomicU64 = AtomicU64::new(DEFAULT_SPIN_TIME.as_nanos() as u64);
 static STEALING: AtomicBool = AtomicBool::new(DEFAULT_STEALING);
 static RWLOCK_WRITER_HANDOVER: AtomicBool = AtomicBool::new(DEFAULT_RWLOCK_WRITER_HANDOVER);
+static RWLOCK_WRITE_MODE: AtomicBool = AtomicBool::new(DEFAULT_RWLOCK_WRITE_MODE);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
 static RETAKE_WINDOW_NS: AtomicU64 = AtomicU64::new(DEFAULT_RETAKE_WINDOW.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
@@ -199,6 +205,23 @@ pub fn set_rwlock_writer_handover(enabled: bool) -> Result<(), TunableError> {
 /// Whether the rwlocks' writers hand the revocation over to the next writer.
 pub fn rwlock_writer_handover() -> bool {
     RWLOCK_WRITER_HANDOVER.load(Relaxed)
+}
+
+/// Turns the rwlocks' write mode on or off (default [`DEFAULT_RWLOCK_WRITE_MODE`]).
+///
+/// On, once several writers in a row found no reader, a writer's unlock leaves the readers
+/// revoked: the next writers take the lock as a mutex's (no revocation, no scan of the reader
+/// slots), and the first reader to come takes the writers' queue lock once to end it. Off,
+/// every writer revokes and drains. Always valid; returns `Result` like every setter; may be
+/// changed at any time (a lock left in write mode ends it at its next reader or writer).
+pub fn set_rwlock_write_mode(enabled: bool) -> Result<(), TunableError> {
+    RWLOCK_WRITE_MODE.store(enabled, Relaxed);
+    Ok(())
+}
+
+/// Whether the rwlocks' writers may leave a reader-less lock in write mode.
+pub fn rwlock_write_mode() -> bool {
+    RWLOCK_WRITE_MODE.load(Relaxed)
 }
 
 /// Sets how long the queue head may be overtaken by stealers before stealing stops until it
@@ -425,6 +448,7 @@ pub fn reset_defaults() {
     SPIN_NS.store(DEFAULT_SPIN_TIME.as_nanos() as u64, Relaxed);
     STEALING.store(DEFAULT_STEALING, Relaxed);
     RWLOCK_WRITER_HANDOVER.store(DEFAULT_RWLOCK_WRITER_HANDOVER, Relaxed);
+    RWLOCK_WRITE_MODE.store(DEFAULT_RWLOCK_WRITE_MODE, Relaxed);
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
     RETAKE_WINDOW_NS.store(DEFAULT_RETAKE_WINDOW.as_nanos() as u64, Relaxed);
     DELEGATE_BATCH.store(DEFAULT_DELEGATE_BATCH, Relaxed);

@@ -187,6 +187,14 @@ fn unknown_rwlock_handover_value_is_rejected() {
 }
 
 #[test]
+fn unknown_rwlock_write_mode_value_is_rejected() {
+    assert_rejected(
+        &["--rwlock-write-mode", "always"],
+        &["'always'", "--rwlock-write-mode", "on, off"],
+    );
+}
+
+#[test]
 fn bad_hq_domain_handoffs_are_rejected() {
     // The setter's error names the value and the allowed range.
     assert_rejected(

@@ -143,6 +143,10 @@ fn other_bad_values_are_rejected() {
         &["'yes'", "--rwlock-handover", "on", "off"],
     );
     assert_rejected(
+        &["--rwlock-write-mode", "always"],
+        &["'always'", "--rwlock-write-mode", "on", "off"],
+    );
+    assert_rejected(
         &["--format", "json"],
         &["'json'", "--format", "table", "csv"],
     );
@@ -306,6 +310,7 @@ fn help_explains_locks_workloads_and_columns() {
         "--seed",
         "--duration-us",
         "--stealing",
+        "--rwlock-write-mode",
         "--format",
         "--plot",
         "--spin-us",

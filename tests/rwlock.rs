@@ -677,25 +677,88 @@ mod features {
     }
 }
 
+/// The contract again with write mode off (`set_rwlock_write_mode`): every writer revokes and
+/// drains. As for the handover, the tunable is process-wide and may change at any time: the
+/// contract holds either way (the other tests run with the default, on).
+#[test]
+fn contract_without_write_mode() {
+    numa_locks::tunables::set_rwlock_write_mode(false).unwrap();
+    tunable_contract::<numa_locks::raw::RawMcsRwLock>();
+    tunable_contract::<numa_locks::raw::RawCnaRwLock>();
+    tunable_contract::<numa_locks::raw::RawHqRwLock>();
+    numa_locks::tunables::set_rwlock_write_mode(true).unwrap();
+}
+
+/// The contract the tests of a process-wide rwlock tunable run again with it changed.
+fn tunable_contract<R: Raw>() {
+    readers_and_writers::<R>(scaled(8, 3), scaled(2000, 40));
+    inflation_keeps_the_holder::<R>();
+    timed_waits::<R>();
+    panic_releases::<R>();
+    writers_not_starved::<R>();
+    readers_not_starved::<R>();
+    fair_unlocks_and_bumps::<R>();
+}
+
+/// Write mode, observed from outside: after a long run of writes with no reader, the lock
+/// reads as unlocked and not exclusively locked (no writer holds it, whatever the mode), a
+/// `try_read` gets in at once (it ends write mode by taking the free writers' lock), and a
+/// reader thread that comes while a writer keeps writing gets in and sees every write before
+/// it. Then the same with readers and writers mixed, so that the lock enters and leaves write
+/// mode many times, with the data checked as `readers_and_writers` checks it.
+#[test]
+fn write_mode_ends_for_readers() {
+    fn run<R: Raw>() {
+        let lock = Arc::new(lock_api::RwLock::<R, u64>::new(0));
+        // Contention once, so that the lock has its reader slots.
+        {
+            let a = lock.read();
+            let b = lock.read();
+            drop((a, b));
+        }
+        for _ in 0..1000 {
+            *lock.write() += 1;
+        }
+        assert!(!lock.is_locked());
+        assert!(!lock.is_locked_exclusive());
+        assert_eq!(lock.try_read().map(|v| *v), Some(1000));
+        for _ in 0..1000 {
+            *lock.write() += 1;
+        }
+        let writer = {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                for _ in 0..scaled(20_000, 200) {
+                    *lock.write() += 1;
+                }
+            })
+        };
+        let mut last = 0;
+        for _ in 0..scaled(200, 20) {
+            let now = *lock.read();
+            assert!(now >= last.max(2000));
+            last = now;
+        }
+        writer.join().unwrap();
+        assert_eq!(*lock.read(), 2000 + scaled(20_000, 200) as u64);
+        readers_and_writers::<R>(scaled(4, 2), scaled(4000, 80));
+    }
+    numa_locks::tunables::set_rwlock_write_mode(true).unwrap();
+    run::<numa_locks::raw::RawMcsRwLock>();
+    run::<numa_locks::raw::RawCnaRwLock>();
+    run::<numa_locks::raw::RawHqRwLock>();
+}
+
 /// The contract again with the writers' handover on (`set_rwlock_writer_handover`): writers
 /// hand the readers' revocation to the next writer, upgradable readers and timed writers take
 /// part. The tunable is process-wide and may change at any time, so the other tests of this
 /// binary may run with it on meanwhile: the contract holds either way.
 #[test]
 fn contract_with_writer_handover() {
-    fn contract<R: Raw>() {
-        readers_and_writers::<R>(scaled(8, 3), scaled(2000, 40));
-        inflation_keeps_the_holder::<R>();
-        timed_waits::<R>();
-        panic_releases::<R>();
-        writers_not_starved::<R>();
-        readers_not_starved::<R>();
-        fair_unlocks_and_bumps::<R>();
-    }
     numa_locks::tunables::set_rwlock_writer_handover(true).unwrap();
-    contract::<numa_locks::raw::RawMcsRwLock>();
-    contract::<numa_locks::raw::RawCnaRwLock>();
-    contract::<numa_locks::raw::RawHqRwLock>();
-    contract::<numa_locks::raw::RawCnaRecursiveRwLock>();
+    tunable_contract::<numa_locks::raw::RawMcsRwLock>();
+    tunable_contract::<numa_locks::raw::RawCnaRwLock>();
+    tunable_contract::<numa_locks::raw::RawHqRwLock>();
+    tunable_contract::<numa_locks::raw::RawCnaRecursiveRwLock>();
     numa_locks::tunables::set_rwlock_writer_handover(false).unwrap();
 }

@@ -82,6 +82,12 @@ fn setters_validate_and_take_effect() {
     );
     tunables::set_rwlock_writer_handover(true).unwrap();
     assert!(tunables::rwlock_writer_handover());
+    assert_eq!(
+        tunables::rwlock_write_mode(),
+        tunables::DEFAULT_RWLOCK_WRITE_MODE
+    );
+    tunables::set_rwlock_write_mode(false).unwrap();
+    assert!(!tunables::rwlock_write_mode());
 
     tunables::set_spin_time(Duration::ZERO).unwrap();
     assert_eq!(tunables::spin_time(), Duration::ZERO);
@@ -191,6 +197,7 @@ fn setters_validate_and_take_effect() {
     assert_eq!(tunables::spin_time(), tunables::DEFAULT_SPIN_TIME);
     assert!(tunables::stealing());
     assert!(!tunables::rwlock_writer_handover());
+    assert!(tunables::rwlock_write_mode());
 }
 
 /// Data that is *not* thread-safe by itself: every access must be under the lock.

@@ -13,8 +13,10 @@
 //!   state    [ WRITER | HELD | VETO | READERS_PARKED | BIAS | waiting readers ... ], and on
 //!            its line the writers' streak (the holder of M's own)
 //!   writers  M: the queue lock writers and upgradable readers take (RawMcs, RawCna or RawHq)
-//!   drain    the writer's futex word while it waits for readers to leave; the bias inhibition
-//!   slots    4 cache-padded reader counters per NUMA node (a power of two, at least 2)
+//!   drain    the writer's futex word while it waits for readers to leave; the bias inhibition;
+//!            the writers' streak towards write mode (the holder of M's own)
+//!   slots    4 cache-padded reader counters per NUMA node (a power of two, at least 2): the
+//!            readers inside in the low 32 bits, the readers that left in the high 32 bits
 //!
 //! The visible-readers table (one per process, `src/raw/rwlock/table.rs`): a row of 16 words per
 //! thread; a biased reader of a lock CASes the entry of its row in the lock's column from 0
@@ -88,7 +90,7 @@
 //! - `WRITER`: set by the holder of `M`, to write (revokes readers); cleared by its unlock,
 //!   downgrade or timeout; or left set by its unlock and handed over with `M` (below), then
 //!   cleared by an upgradable reader that takes `M`, or by a writer that takes it while readers
-//!   want in;
+//!   want in; or left set in write mode (`WRITE_MODE`);
 //! - `HELD`: set by that writer, once the slots drained (CAS; recursive locks only); cleared with
 //!   `WRITER`, handed over with it;
 //! - `VETO`: set by a recursive reader that entered while `WRITER` without `HELD`; cleared by the
@@ -101,6 +103,10 @@
 //!   `M` with a deadline (before it queues); never cleared;
 //! - `READERS_WANT`: set by the first reader that finds `WRITER` (one `fetch_or`; the others see
 //!   it); cleared with `WRITER`;
+//! - `WRITE_MODE` (with `WRITER`): set by a writer's unlock that leaves the readers revoked
+//!   with `M` free (write mode, below); cleared with `WRITER`, by the next holder of `M` that
+//!   is not a writer (a reader that found it, an upgradable reader), or by a writer's unlock
+//!   that does not keep it;
 //! - `waiting` (a count): raised by a reader that found `WRITER` and spun its spin time, once per
 //!   acquisition (it registers); lowered by that reader, once it got in or gave up.
 //!
@@ -118,6 +124,23 @@
 //! deadline (which may give up and leave its node queued) is never counted, thanks to
 //! `TIMED_WRITERS`. Readers that come meanwhile set `READERS_WANT`, so they wait one critical
 //! section more at most.
+//!
+//! **Write mode.** A lock that only writers use should cost each writer what a mutex costs: `M`
+//! and nothing else. A reader's slot counts in its low 32 bits the readers inside and in its
+//! high 32 bits the readers that left (a reader leaves by adding `2^32 - 1`), so the slots' sum
+//! changes with every reader that comes and goes, and a writer's drain, which sums the slots
+//! anyway, can tell whether any reader came since a recent writer looked. One revocation in 8
+//! (per thread) that meets no bias and no reader waiting or asking compares the sum with the
+//! one recorded; [`WRITE_MODE_AFTER`] such writers in a row that found it unchanged and no
+//! reader inside (a revocation that meets readers restarts the count) make that writer's unlock
+//! set `WRITE_MODE` (one CAS, which fails if a reader registered, asked or parked meanwhile)
+//! and release `M` with `WRITER` still set. The next holder of `M` that is a writer finds
+//! `WRITE_MODE` and holds the lock at once: no reader got in since that drain. A reader that
+//! finds it takes `M` (queueing as a writer would), clears `WRITER` and `WRITE_MODE`, releases
+//! `M` and enters; nobody waits on `state` for a writer who is not there. The count and the
+//! recorded sum live on the drain line (the holder of `M`'s own), and each writer's unlock
+//! learns from a thread-local note whether to keep or enter write mode, so that a lock whose
+//! writers meet readers pays one load of `state` after `M` for it and nothing at its unlock.
 //!
 //! Transitions of one writer: `M` taken → (maybe: the registered readers' turn) → `WRITER` →
 //! slots drain → (recursive locks: `WRITER | HELD`, a CAS that fails if `VETO` or anything else
@@ -206,8 +229,28 @@ const BIAS: u32 = 32;
 /// reader, with one RMW; cleared with `WRITER`): the writer does not hand the revocation over
 /// to the next one, so the readers get in between the two.
 const READERS_WANT: u32 = 64;
+/// `state`: write mode (with `WRITER`): the last writer left the readers revoked although it
+/// released `M`, because the writers before it found no reader (see [`WRITE_MODE_AFTER`]). The
+/// next holder of `M` holds the lock at once; a reader that finds it takes `M` to clear it.
+/// Set by a writer's unlock (CAS from a state with no reader waiting, wanting or parked);
+/// cleared with `WRITER`. Never set in a recursive lock.
+const WRITE_MODE: u32 = 128;
 /// `state`: one registered waiting reader (the count is the bits from here up).
-const WAITING_ONE: u32 = 128;
+const WAITING_ONE: u32 = 256;
+
+/// What a reader adds to its slot when it leaves: -1 in the low 32 bits (the readers inside),
+/// +1 in the high 32 bits (the readers that left). The low half of the slots' sum counts the
+/// readers inside; the whole sum changes with every reader that enters and leaves, so that a
+/// writer can tell whether any reader came since the last writer looked (write mode).
+const SLOT_LEAVE: u64 = (1 << 32) - 1;
+
+/// A writer's unlock leaves the lock in write mode ([`WRITE_MODE`]) once this many sampled
+/// writers in a row ([`WRITE_MODE_SAMPLE`]) found no reader inside and the reader slots' sum
+/// unchanged since the last (no reader came through the slots), and no writer between them met
+/// the bias or readers waiting: a lock that only writers use then costs each writer `M` and two
+/// loads of `state`, as a mutex. 1 under loom, whose models reach it in two writes. Why:
+/// docs/DESIGN.md, "Decision record: rwlock write mode".
+const WRITE_MODE_AFTER: u32 = if EXHAUSTIVE { 1 } else { 16 };
 
 /// After a revocation that found the bias set took `t` ns (counting the table's entries and
 /// waiting for those readers), the bias stays off for `REBIAS_INHIBIT * t`: writers pay for
@@ -270,6 +313,37 @@ crate::sync::thread_local! {
     /// Counts the calling thread's entries through the slots while the bias is off (see
     /// [`REBIAS_SAMPLE`]).
     static REBIAS_TICK: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// A writer that meets no reader at its revocation checks the streak towards write mode on one
+/// revocation in this many (per thread; see `Inflated::count_quiet`): a check that finds the
+/// slots' sum changed writes it down, and where readers come between writers that would be
+/// a store at every writer, which costs the next one a miss.
+const WRITE_MODE_SAMPLE: u32 = 8;
+
+crate::sync::thread_local! {
+    /// Counts the calling thread's revocations that met no reader (see [`WRITE_MODE_SAMPLE`]).
+    static WRITE_MODE_TICK: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+crate::sync::thread_local! {
+    /// The block whose write mode this thread's next exclusive unlock keeps or enters (its
+    /// address; 0: none). A hint: an unlock acts on it only after checking `state`.
+    static WRITE_MODE_NOTE: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+}
+
+/// Whether this revocation checks the streak towards write mode (one in
+/// [`WRITE_MODE_SAMPLE`]; always under loom, whose models reach write mode in two writes).
+#[inline]
+fn write_mode_sample_due() -> bool {
+    EXHAUSTIVE
+        || WRITE_MODE_TICK
+            .try_with(|tick| {
+                let n = tick.get().wrapping_add(1);
+                tick.set(n);
+                n.is_multiple_of(WRITE_MODE_SAMPLE)
+            })
+            .unwrap_or(false)
 }
 
 /// The calling thread's lane (see [`READER_LANE`]): a hash of its thread seed, so threads
@@ -430,7 +504,7 @@ struct Inflated<M> {
     drain: CachePadded<DrainWord>,
     /// [`SLOTS_PER_NODE`] reader counters per node (see `node_stride`); their wrapping sum is the
     /// number of readers inside (or about to back off).
-    slots: Box<[CachePadded<AtomicU32>]>,
+    slots: Box<[CachePadded<AtomicU64>]>,
     slot_mask: usize,
     /// Whether recursive readers may veto a draining writer (`RECURSIVE`); only then does a
     /// writer set `HELD`.
@@ -464,6 +538,15 @@ struct DrainWord {
     /// The `now_ns` time before which readers do not set `BIAS` again; written by the writer
     /// that revoked a bias, read by a sample of the readers (Relaxed: only a hint).
     inhibit_until: AtomicU64,
+    /// Writers in a row that revoked an unbiased lock and found no reader (see
+    /// [`WRITE_MODE_AFTER`]); the holder of `M`'s own (Relaxed: `M` orders it). On this line,
+    /// which the writer's drain reads anyway, not on `state`'s (every reader reads it) or
+    /// `M`'s (the next writer spins on it).
+    quiet: AtomicU32,
+    /// The sum of the slots a recent writer's drain saw (see [`SLOT_LEAVE`]): a writer that
+    /// sees the same sum knows no reader entered or left through the slots since; the holder
+    /// of `M`'s own, as `quiet`.
+    slots_seen: AtomicU64,
 }
 
 #[inline(always)]

@@ -455,3 +455,100 @@ fn timed_writer_in_queue_stops_handover() {
         assert!(!shared.0.is_locked());
     });
 }
+
+// ---- write mode (the readers left revoked between writers; `set_rwlock_write_mode`) --------
+
+/// Writes in a row with no reader between them put the lock in write mode (under loom one
+/// quiet writer after the one that records the slots' sum is enough): `WRITER` stays set with `M` free. Then a reader and a writer race:
+/// the writer may take the lock over at once, and the reader must take `M` to end write mode;
+/// it never waits on `state` for a writer that is not there (loom reports that as a deadlock),
+/// and the data cell checks that it never shares the lock with the writer.
+#[test]
+fn write_mode_is_entered_and_left_by_a_reader() {
+    tunables::reset_defaults();
+    tunables::set_rwlock_write_mode(true).unwrap();
+    tunables::set_stealing(false).unwrap();
+    loom_rwlock_probe::take_write_mode_entered();
+    loom_rwlock_probe::take_write_mode_taken();
+    loom_rwlock_probe::take_write_mode_left();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        // The first writer revokes the fresh lock's bias, the second records the slots' sum,
+        // the third finds it unchanged.
+        write(&shared);
+        write(&shared);
+        write(&shared);
+        assert!(
+            !shared.0.is_locked_exclusive(),
+            "write mode with M free: no writer holds the lock"
+        );
+        assert!(!shared.0.is_locked());
+        let s2 = shared.clone();
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            write(&s2);
+        });
+        topology::set_thread_node(Some(1));
+        let seen = read(&shared);
+        assert!(seen == 3 || seen == 4);
+        writer.join().unwrap();
+        assert_eq!(read(&shared), 4);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_write_mode_entered() > 0,
+        "no writer's unlock entered write mode"
+    );
+    assert!(
+        loom_rwlock_probe::take_write_mode_taken() > 0,
+        "no writer took the lock over in write mode"
+    );
+    assert!(
+        loom_rwlock_probe::take_write_mode_left() > 0,
+        "no reader ended write mode"
+    );
+}
+
+/// A quiet writer (CNA) unlocks while a reader arrives: the reader's registration or its sleep
+/// on `state` makes the writer's CAS into write mode fail (it then clears `WRITER` and wakes
+/// the reader), or the reader finds write mode and takes `M`. Either way the reader gets in
+/// (a reader asleep on a revocation that nobody will clear is a deadlock loom reports), and a
+/// `try_lock_shared` on a lock in write mode takes the free `M` to end it.
+#[test]
+fn write_mode_entry_races_a_reader() {
+    tunables::reset_defaults();
+    tunables::set_rwlock_write_mode(true).unwrap();
+    tunables::set_stealing(false).unwrap();
+    loom_rwlock_probe::take_write_mode_entered();
+    loom_rwlock_probe::take_write_mode_left();
+    model(2, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawCna, false>(true);
+        // Revokes the bias, then records the slots' sum: the next writer with no reader before
+        // it is quiet.
+        write(&shared);
+        write(&shared);
+        let s2 = shared.clone();
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(0));
+            write(&s2);
+        });
+        topology::set_thread_node(Some(1));
+        let seen = read(&shared);
+        assert!(seen == 2 || seen == 3);
+        writer.join().unwrap();
+        // Whatever mode the lock is in now, a try finds it free.
+        assert!(shared.0.try_lock_shared());
+        unsafe { shared.0.unlock_shared() };
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_write_mode_entered() > 0,
+        "no writer's unlock entered write mode"
+    );
+    assert!(
+        loom_rwlock_probe::take_write_mode_left() > 0,
+        "no reader ended write mode"
+    );
+}

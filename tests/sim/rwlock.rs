@@ -393,7 +393,11 @@ impl SimRw for OneWordRw {
 /// the X5-4's sockets for 200 µs of virtual time. Returns (operations per µs, the writes' p99
 /// wait in µs).
 fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
-    const DURATION_NS: u64 = 200_000;
+    rw_table_for::<L>(threads, read_pct, 200_000)
+}
+
+/// [`rw_table`] for `duration_ns` of simulated time.
+fn rw_table_for<L: SimRw>(threads: usize, read_pct: u64, duration_ns: u64) -> (f64, f64) {
     let machine = Machine::by_name("x5-4").unwrap();
     let out = Arc::new(std::sync::Mutex::new((0u64, Vec::<u64>::new())));
     let result = out.clone();
@@ -409,7 +413,7 @@ fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
                 thread::spawn_on(hw, move || {
                     let mut rng = numa_sim::thread_seed() | 1;
                     let (mut ops, mut waits) = (0u64, Vec::new());
-                    while numa_sim::clock_ns() < DURATION_NS {
+                    while numa_sim::clock_ns() < duration_ns {
                         rng ^= rng << 13;
                         rng ^= rng >> 7;
                         rng ^= rng << 17;
@@ -447,7 +451,7 @@ fn rw_table<L: SimRw>(threads: usize, read_pct: u64) -> (f64, f64) {
         .get((waits.len().saturating_sub(1) as f64 * 0.99).ceil() as usize)
         .copied()
         .unwrap_or(0);
-    (ops as f64 / (DURATION_NS as f64 / 1e3), p99 as f64 / 1e3)
+    (ops as f64 / (duration_ns as f64 / 1e3), p99 as f64 / 1e3)
 }
 
 /// The numasim targets, measured with this file's `rw` table on the X5-4 (see
@@ -522,6 +526,8 @@ fn writer_handover_on_x5_4() {
     let _tunables = tunables();
     type Cna = RwLock<RawNumaRwLock<RawCna>, ()>;
     type Hq = RwLock<RawNumaRwLock<RawHq>, ()>;
+    // The handover alone: write mode would take the writers' revocations over first.
+    numa_locks::tunables::set_rwlock_write_mode(false).unwrap();
     let mut rates = Vec::new();
     for on in [false, true] {
         numa_locks::tunables::set_rwlock_writer_handover(on).unwrap();
@@ -554,5 +560,40 @@ fn writer_handover_on_x5_4() {
     ] {
         println!("{name}: longest reader wait behind 15 writers, handover on: {wait} ns");
         assert!(wait < 50_000, "{name}: reader waited {wait} ns");
+    }
+}
+
+/// Write mode (`set_rwlock_write_mode`, on by default), on the X5-4 table above, 36 threads:
+/// at 0 % reads the writers after a quiet streak take the lock as a mutex's, without a
+/// revocation or a drain; at 95 % reads the readers between writers keep the lock out of it,
+/// so the figure stays where it was (docs/DESIGN.md, decision record: "rwlock write mode").
+#[test]
+fn write_mode_on_x5_4() {
+    // 1 ms: write mode begins after some 130 writers (16 sampled ones in a row), a good part of
+    // the 200 us of the table above.
+    const WRITE_MODE_RUN_NS: u64 = 1_000_000;
+    let _tunables = tunables();
+    type Cna = RwLock<RawNumaRwLock<RawCna>, ()>;
+    type Hq = RwLock<RawNumaRwLock<RawHq>, ()>;
+    let mut rates = Vec::new();
+    for on in [false, true] {
+        numa_locks::tunables::set_rwlock_write_mode(on).unwrap();
+        rates.push([
+            rw_table_for::<Cna>(36, 0, WRITE_MODE_RUN_NS).0,
+            rw_table_for::<Hq>(36, 0, WRITE_MODE_RUN_NS).0,
+            rw_table_for::<Cna>(36, 95, WRITE_MODE_RUN_NS).0,
+            rw_table_for::<Hq>(36, 95, WRITE_MODE_RUN_NS).0,
+        ]);
+    }
+    let [off, on] = [rates[0], rates[1]];
+    println!(
+        "36 threads, ops/us, write mode off / on: 0 % reads cna-rw {:.2} / {:.2}, hq-rw {:.2} / {:.2}; 95 % reads cna-rw {:.2} / {:.2}, hq-rw {:.2} / {:.2}",
+        off[0], on[0], off[1], on[1], off[2], on[2], off[3], on[3]
+    );
+    for i in 0..2 {
+        assert!(on[i] > 1.05 * off[i], "0 % reads: {} / {}", on[i], off[i]);
+    }
+    for i in 2..4 {
+        assert!(on[i] > 0.93 * off[i], "95 % reads: {} / {}", on[i], off[i]);
     }
 }

@@ -180,6 +180,9 @@ pub struct Options {
     /// Whether this crate's rwlocks hand the revocation from writer to writer
     /// (`numa_locks::tunables::set_rwlock_writer_handover`).
     pub rwlock_handover: bool,
+    /// Whether this crate's rwlocks may enter write mode
+    /// (`numa_locks::tunables::set_rwlock_write_mode`).
+    pub rwlock_write_mode: bool,
     /// Output format.
     pub format: Format,
     /// Where to draw throughput against threads (`--plot`).
@@ -228,8 +231,8 @@ const MAX_WORK: u64 = 1_000_000;
 const MAX_THINK_SPINS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
-                            --remote-penalty-ns, --stealing, --rwlock-handover, --spin-us, \
-                            --steal-bound-us, --retake-window-us, --hq-domain-handoffs, --delegate-batch, --format, \
+                            --remote-penalty-ns, --stealing, --rwlock-handover, --rwlock-write-mode, \
+                            --spin-us, --steal-bound-us, --retake-window-us, --hq-domain-handoffs, --delegate-batch, --format, \
                             --plot, --stats, --slots, --notify, --read-pct, --writers, --work, \
                             --think-spins, --help";
 
@@ -377,6 +380,12 @@ struct Args {
     #[arg(long, value_name = "on|off", default_value = "off", action = clap::ArgAction::Set,
           value_parser = parse_rwlock_handover, allow_hyphen_values = true)]
     rwlock_handover: bool,
+
+    /// Whether this crate's rwlocks leave a lock whose last writers found no reader in write
+    /// mode (numa_locks::tunables::set_rwlock_write_mode)
+    #[arg(long, value_name = "on|off", default_value = "on", action = clap::ArgAction::Set,
+          value_parser = parse_rwlock_write_mode, allow_hyphen_values = true)]
+    rwlock_write_mode: bool,
 
     /// Tunable: how long this crate's waiters spin before they park, in microseconds
     /// (numa_locks::tunables::set_spin_time) [default: 5]
@@ -563,6 +572,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
         remote_penalty_ns: args.remote_penalty_ns,
         stealing: args.stealing,
         rwlock_handover: args.rwlock_handover,
+        rwlock_write_mode: args.rwlock_write_mode,
         format: args.format,
         plot: args.plot,
         stats: args.stats,
@@ -641,7 +651,9 @@ fn expected_value(flag: &str) -> String {
         "--runs" => format!("an integer from 1 to {MAX_RUNS}"),
         "--virtual-nodes" => format!("an integer from 1 to {MAX_VIRTUAL_NODES}"),
         "--remote-penalty-ns" => format!("an integer from 0 to {MAX_PENALTY_NS}"),
-        "--stealing" | "--rwlock-handover" => "allowed: on, off".to_string(),
+        "--stealing" | "--rwlock-handover" | "--rwlock-write-mode" => {
+            "allowed: on, off".to_string()
+        }
         "--spin-us" | "--steal-bound-us" | "--retake-window-us" => {
             "a non-negative number of microseconds, e.g. 5 or 0.5".to_string()
         }
@@ -786,6 +798,10 @@ fn parse_stealing(value: &str) -> Result<bool, CliError> {
 
 fn parse_rwlock_handover(value: &str) -> Result<bool, CliError> {
     parse_switch("--rwlock-handover", value)
+}
+
+fn parse_rwlock_write_mode(value: &str) -> Result<bool, CliError> {
+    parse_switch("--rwlock-write-mode", value)
 }
 
 fn parse_switch(name: &str, value: &str) -> Result<bool, CliError> {

@@ -24,6 +24,7 @@ pub fn torture(options: &Options, stats: Option<StatsReader>) -> (Vec<Row>, usiz
     // Always valid: these setters only return Result like every tunable's setter.
     let _ = numa_locks::tunables::set_stealing(options.stealing);
     let _ = numa_locks::tunables::set_rwlock_writer_handover(options.rwlock_handover);
+    let _ = numa_locks::tunables::set_rwlock_write_mode(options.rwlock_write_mode);
     let nodes = options
         .virtual_nodes
         .unwrap_or_else(numa_locks::topology::node_count);

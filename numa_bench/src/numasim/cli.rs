@@ -410,6 +410,11 @@ struct Args {
     #[arg(long, value_name = "on|off", default_value = "off")]
     rwlock_handover: Switch,
 
+    /// Whether this crate's rwlocks leave a lock whose last writers found no reader in write
+    /// mode (numa_locks::tunables::set_rwlock_write_mode); the models are not affected
+    #[arg(long, value_name = "on|off", default_value = "on")]
+    rwlock_write_mode: Switch,
+
     /// Whether the ttas model hands the lock directly to the thread it wakes about every 0.5 ms
     /// (parking_lot 0.12's eventual fairness; 0.13 has none)
     #[arg(long, value_name = "on|off", default_value = "on")]
@@ -602,6 +607,7 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     // Always valid: these two setters return Result like every setter.
     let _ = tunables::set_stealing(args.stealing == Switch::On);
     let _ = tunables::set_rwlock_writer_handover(args.rwlock_handover == Switch::On);
+    let _ = tunables::set_rwlock_write_mode(args.rwlock_write_mode == Switch::On);
     if let Some(us) = args.spin_us {
         tunables::set_spin_time(micros(us)).map_err(|e| format!("--spin-us {us}: {e}"))?;
     }

@@ -18,9 +18,11 @@ impl<M: WriterLock> Inflated<M> {
             drain: CachePadded::new(DrainWord {
                 seq: AtomicU32::new(0),
                 inhibit_until: AtomicU64::new(0),
+                quiet: AtomicU32::new(0),
+                slots_seen: AtomicU64::new(0),
             }),
             slots: (0..count)
-                .map(|_| CachePadded::new(AtomicU32::new(0)))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             slot_mask: count - 1,
             recursive,
@@ -33,7 +35,7 @@ impl<M: WriterLock> Inflated<M> {
     /// The calling thread's reader slot: its node's (any node id is masked into range; a stale
     /// one costs locality, never correctness, since only the sum of the slots counts).
     #[inline(always)]
-    pub(super) fn my_slot(&self) -> &AtomicU32 {
+    pub(super) fn my_slot(&self) -> &AtomicU64 {
         let node = topology::current_node();
         let lane = reader_lane() * self.node_stride;
         &self.slots[node.wrapping_add(lane) & self.slot_mask]
@@ -49,14 +51,22 @@ impl<M: WriterLock> Inflated<M> {
 
     /// [`readers`](Self::readers), and of them the table's entries.
     pub(super) fn readers_and_units(&self, table: bool) -> (u32, u32) {
-        let slots = self.slots.iter().fold(0u32, |sum, slot| {
+        let (readers, units, _) = self.readers_units_and_sum(table);
+        (readers, units)
+    }
+
+    /// [`readers_and_units`](Self::readers_and_units), and the slots' whole sum (see
+    /// [`SLOT_LEAVE`]).
+    pub(super) fn readers_units_and_sum(&self, table: bool) -> (u32, u32, u64) {
+        let sum = self.slots.iter().fold(0u64, |sum, slot| {
             sum.wrapping_add(slot.load(Ordering::SeqCst))
         });
         let units = if table { table::count(self.key()) } else { 0 };
         if units != 0 {
             note_probe!(table_units_seen);
         }
-        (slots.wrapping_add(units), units)
+        // The low half: the readers inside (see `SLOT_LEAVE`).
+        ((sum as u32).wrapping_add(units), units, sum)
     }
 
     /// Run by the writer that revoked the bias, once the readers drained: moves the entries
@@ -73,7 +83,7 @@ impl<M: WriterLock> Inflated<M> {
             note_probe!(normalized);
             // Relaxed: we hold the lock exclusively (no reader inside, `WRITER` set); our
             // release of `WRITER` orders this before the next writer's slot loads.
-            self.slots[0].fetch_add(moved, Ordering::Relaxed);
+            self.slots[0].fetch_add(u64::from(moved), Ordering::Relaxed);
         }
     }
 
@@ -203,11 +213,12 @@ impl<M: WriterLock> Inflated<M> {
     }
 
     #[inline]
-    pub(super) fn leave_slot(&self, slot: &AtomicU32) {
+    pub(super) fn leave_slot(&self, slot: &AtomicU64) {
         // SeqCst: the leaving side of the handshake: either the writer's slot loads see this
         // decrement, or the load below sees its WRITER and we bump `drain`. Also a Release
         // that pairs with the writer's (Acquire) slot loads: our reads happen before its writes.
-        slot.fetch_sub(1, Ordering::SeqCst);
+        // A decrement of the readers inside, and one more reader that left (`SLOT_LEAVE`).
+        slot.fetch_add(SLOT_LEAVE, Ordering::SeqCst);
         reader_handshake_fence();
         if self.state.word.load(Ordering::SeqCst) & WRITER != 0 {
             self.notify_drain();
@@ -254,6 +265,15 @@ impl<M: WriterLock> Inflated<M> {
                 let state = self.state.word.load(Ordering::Acquire);
                 if state & WRITER == 0 || (recursive && state & HELD == 0) {
                     break;
+                }
+                if state & WRITE_MODE != 0 {
+                    // No writer may be inside, and none will clear it for us: take `M` to
+                    // clear it (a writer that holds `M` now goes first). Never registered here
+                    // (write mode begins only while no reader is registered).
+                    if !self.leave_write_mode(deadline) {
+                        break 'outer false;
+                    }
+                    continue;
                 }
                 if handover && state & READERS_WANT == 0 {
                     // The first reader to find this revocation asks the writers not to hand it
@@ -368,15 +388,23 @@ impl<M: WriterLock> Inflated<M> {
     /// off).
     #[inline]
     fn took_over_revocation(&self) -> bool {
-        // Turned off, a writer that finds a handed-over revocation (the tunable changed
-        // meanwhile) just revokes again.
-        if !crate::tunables::rwlock_writer_handover() {
+        // With both turned off, a writer that finds a revocation left over (a tunable changed
+        // meanwhile) just revokes again, and its unlock clears it.
+        let handover = crate::tunables::rwlock_writer_handover();
+        if !handover && !crate::tunables::rwlock_write_mode() {
             return false;
         }
         // Relaxed: `M`'s Acquire orders this after the last holder's writes to `state`, and
         // only holders of `M` set or clear `WRITER`.
         let state = self.state.word.load(Ordering::Relaxed);
-        if state & WRITER == 0 {
+        if state & WRITE_MODE != 0 {
+            // Readers that come take `M` to clear it, so none waits on `state`. Our unlock
+            // keeps it.
+            note_probe!(write_mode_taken);
+            self.note_write_mode();
+            return true;
+        }
+        if state & WRITER == 0 || !handover {
             return false;
         }
         if state < WAITING_ONE && state & READERS_WANT == 0 {
@@ -415,8 +443,51 @@ impl<M: WriterLock> Inflated<M> {
         // Relaxed: as in `took_over_revocation`.
         if self.state.word.load(Ordering::Relaxed) & WRITER != 0 {
             note_probe!(handover_returned);
+            self.end_quiet_streak();
             self.release_writer_bit();
         }
+    }
+
+    /// A reader that found the lock in write mode: takes `M` (queueing as writers do, by
+    /// `deadline` if there is one), clears the revocation the last writer left, and lets `M` go.
+    /// `false` at `deadline`.
+    #[cold]
+    pub(super) fn leave_write_mode(&self, deadline: Option<u64>) -> bool {
+        if !self.lock_writers(deadline) {
+            return false;
+        }
+        self.clear_write_mode_holding_writers();
+        true
+    }
+
+    /// [`leave_write_mode`](Self::leave_write_mode) with the caller holding `M`; releases it.
+    fn clear_write_mode_holding_writers(&self) {
+        // Relaxed: `M` orders it (only holders of `M` set or clear `WRITER`). `WRITER` set
+        // while we hold `M` is write mode, or a revocation handed over with `M`: either way it
+        // is ours to clear.
+        if self.state.word.load(Ordering::Relaxed) & WRITER != 0 {
+            note_probe!(write_mode_left);
+            self.end_quiet_streak();
+            self.release_writer_bit();
+        }
+        // SAFETY: taken by our caller.
+        unsafe { self.writers.unlock_writers() };
+    }
+
+    /// `try_lock_shared` in the inflated lock: enters if no writer revoked; in write mode,
+    /// takes a free `M` to leave it first.
+    pub(super) fn try_lock_shared(&self, recursive: bool) -> bool {
+        if self.try_enter_reader(recursive) {
+            return true;
+        }
+        // Relaxed: a hint; `M` orders what follows.
+        if self.state.word.load(Ordering::Relaxed) & WRITE_MODE != 0
+            && self.writers.try_lock_writers()
+        {
+            self.clear_write_mode_holding_writers();
+            return self.try_enter_reader(recursive);
+        }
+        false
     }
 
     pub(super) fn try_lock_exclusive(&self) -> bool {
@@ -522,7 +593,18 @@ impl<M: WriterLock> Inflated<M> {
         }
         let biased = state & BIAS != 0;
         let started = if biased { now_ns() } else { 0 };
-        let drained = self.drain(deadline, biased);
+        // Towards write mode: a revocation that meets readers (the bias, readers waiting or
+        // asking) ends the streak; one writer in 8 (per thread) of the others checks the
+        // slots' sum in its drain (see `count_quiet`).
+        let mut sampled = false;
+        if !self.recursive && crate::tunables::rwlock_write_mode() {
+            if biased || state >= WAITING_ONE || state & READERS_WANT != 0 {
+                self.end_quiet_streak();
+            } else {
+                sampled = write_mode_sample_due();
+            }
+        }
+        let drained = self.drain(deadline, biased, sampled);
         if biased {
             let now = now_ns();
             let inhibit = now.saturating_sub(started).saturating_mul(REBIAS_INHIBIT);
@@ -541,7 +623,10 @@ impl<M: WriterLock> Inflated<M> {
 
     /// Waits (spin, then sleep on `drain`) until no reader is inside, then (recursive locks
     /// only) sets `HELD`.
-    pub(super) fn drain(&self, deadline: Option<u64>, table: bool) -> bool {
+    /// With `sampled`, counts this writer towards write mode if it finds no reader at its
+    /// first look and the slots' sum unchanged (`count_quiet`).
+    pub(super) fn drain(&self, deadline: Option<u64>, table: bool, sampled: bool) -> bool {
+        let mut quiet = sampled;
         // Made at the first reader found inside, not before the first look: making it reads the
         // clock, and most writers of a contended lock find no reader.
         let mut budget: Option<SpinBudget> = None;
@@ -554,8 +639,11 @@ impl<M: WriterLock> Inflated<M> {
             // this `seen` come before the slot loads in the `SeqCst` order. A fence on this slow
             // path costs little, and states the order for every model (loom included).
             fence(Ordering::SeqCst);
-            let (readers, units) = self.readers_and_units(table);
+            let (readers, units, sum) = self.readers_units_and_sum(table);
             if readers == 0 {
+                if quiet {
+                    self.count_quiet(sum);
+                }
                 if units != 0 {
                     self.normalize_table();
                 }
@@ -591,6 +679,7 @@ impl<M: WriterLock> Inflated<M> {
                 }
                 continue;
             }
+            quiet = false;
             if budget
                 .get_or_insert_with(|| SpinBudget::with_backoff(deadline))
                 .spin()
@@ -633,14 +722,107 @@ impl<M: WriterLock> Inflated<M> {
         state < WAITING_ONE && state & (READERS_WANT | TIMED_WRITERS) == 0
     }
 
-    /// Clears `WRITER` (and `HELD`, `VETO`, `READERS_PARKED`, `READERS_WANT`), waking the
-    /// readers that sleep;
+    /// Whether the unlocking writer leaves the lock in write mode ([`WRITE_MODE`]): it is in
+    /// it already, or the last [`WRITE_MODE_AFTER`] writers found no reader and none waits,
+    /// asks or sleeps now (then it sets `WRITE_MODE`, with one CAS that fails if a reader
+    /// registered, asked or parked meanwhile).
+    #[inline]
+    fn stays_in_write_mode(&self) -> bool {
+        if self.recursive || !crate::tunables::rwlock_write_mode() || !self.take_write_mode_note() {
+            return false;
+        }
+        // Relaxed: only holders of `M` set `WRITE_MODE`, and readers never clear it without
+        // `M`; the readers' flags are re-checked by the CAS.
+        let state = self.state.word.load(Ordering::Relaxed);
+        if state & WRITE_MODE != 0 {
+            return true;
+        }
+        if state >= WAITING_ONE
+            || state & (READERS_WANT | READERS_PARKED | HELD | VETO) != 0
+            || state & WRITER == 0
+        {
+            return false;
+        }
+        // Relaxed: nothing is published through the bit itself; a reader that sees it takes
+        // `M`, whose Acquire orders our critical section before its entry.
+        let entered = self
+            .state
+            .word
+            .compare_exchange(
+                state,
+                state | WRITE_MODE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if entered {
+            note_probe!(write_mode_entered);
+        }
+        entered
+    }
+
+    /// A sampled writer that found no reader inside: its slots' `sum` (see [`SLOT_LEAVE`])
+    /// equal to the one recorded means no reader entered through the slots since, and the
+    /// streak grows; once it is [`WRITE_MODE_AFTER`] long, this writer's unlock enters write
+    /// mode. A different sum is recorded, and the streak starts again.
+    fn count_quiet(&self, sum: u64) {
+        // Relaxed (both): the holder of `M`'s own; `M` orders them. Written only when they
+        // change, on the drain line, which this writer has just read.
+        let count = self.drain.quiet.load(Ordering::Relaxed);
+        if self.drain.slots_seen.load(Ordering::Relaxed) == sum {
+            let next = (count + 1).min(WRITE_MODE_AFTER);
+            if next != count {
+                self.drain.quiet.store(next, Ordering::Relaxed);
+            }
+            if next >= WRITE_MODE_AFTER {
+                self.note_write_mode();
+            }
+        } else {
+            self.drain.slots_seen.store(sum, Ordering::Relaxed);
+            if count != 0 {
+                self.drain.quiet.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The holder of `M`, meeting readers: the streak towards write mode starts again.
+    fn end_quiet_streak(&self) {
+        // Relaxed: the holder of `M`'s own; written only when it changes.
+        if self.drain.quiet.load(Ordering::Relaxed) != 0 {
+            self.drain.quiet.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Tells this thread's unlock of this lock to keep or enter write mode.
+    fn note_write_mode(&self) {
+        let me = ptr::from_ref(self).addr();
+        let _ = WRITE_MODE_NOTE.try_with(|note| note.set(me));
+    }
+
+    /// Whether this thread noted write mode for this lock (and forgets it). A note left by a
+    /// guard unlocked on another thread may make a later unlock try to enter write mode
+    /// unasked: harmless, the CAS in `stays_in_write_mode` decides.
+    fn take_write_mode_note(&self) -> bool {
+        let me = ptr::from_ref(self).addr();
+        WRITE_MODE_NOTE
+            .try_with(|note| {
+                let noted = note.get() == me;
+                if noted {
+                    note.set(0);
+                }
+                noted
+            })
+            .unwrap_or(false)
+    }
+
+    /// Clears `WRITER` (and `HELD`, `VETO`, `READERS_PARKED`, `READERS_WANT`, `WRITE_MODE`),
+    /// waking the readers that sleep;
     /// `M` stays held.
     pub(super) fn release_writer_bit(&self) {
         // Release: the critical section happens before the readers that see WRITER clear
         // (their loads are Acquire or SeqCst).
         let old = self.state.word.fetch_and(
-            !(WRITER | HELD | VETO | READERS_PARKED | READERS_WANT),
+            !(WRITER | HELD | VETO | READERS_PARKED | READERS_WANT | WRITE_MODE),
             Ordering::Release,
         );
         if old & READERS_PARKED != 0 {
@@ -656,7 +838,10 @@ impl<M: WriterLock> Inflated<M> {
     /// # Safety
     /// The caller holds the exclusive lock (and so `M`).
     pub(super) unsafe fn unlock_exclusive_or_hand_over(&self) {
-        if self.may_hand_over() {
+        if self.stays_in_write_mode() {
+            // SAFETY: the caller holds `M`. `WRITER` stays set, with `WRITE_MODE`.
+            unsafe { self.writers.unlock_writers() };
+        } else if self.may_hand_over() {
             note_probe!(handed_over);
             // SAFETY: the caller holds `M`. `WRITER` (and `HELD`) stay set: the next holder of
             // `M` takes the revocation over (`took_over_revocation`, `give_back_revocation`).

@@ -102,7 +102,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                 writers_held = false;
             }
             // Relaxed: the block is not published yet; the Release CAS below publishes these.
-            block.slots[0].store(u32::from(state & C_READER != 0), Ordering::Relaxed);
+            block.slots[0].store(u64::from(state & C_READER != 0), Ordering::Relaxed);
             let inherited = if state & C_WRITER != 0 {
                 WRITER | HELD
             } else {
@@ -183,7 +183,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         let mut word = self.load_word();
         loop {
             if !is_compact(word) {
-                return self.block(word).try_enter_reader(RECURSIVE);
+                return self.block(word).try_lock_shared(RECURSIVE);
             }
             match word.addr() {
                 FREE => match self.compact_cas(FREE, FREE | C_READER, Ordering::Acquire) {
@@ -192,7 +192,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
                 },
                 state if state & C_WRITER != 0 => return false,
                 // A reader or an upgradable reader: sharing is possible, in the inflated lock.
-                _ => return self.inflate(word).try_enter_reader(RECURSIVE),
+                _ => return self.inflate(word).try_lock_shared(RECURSIVE),
             }
         }
     }
@@ -496,7 +496,9 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         if is_compact(word) {
             return word.addr() & C_WRITER != 0;
         }
-        // Relaxed: a snapshot.
-        self.block(word).state.word.load(Ordering::Relaxed) & WRITER != 0
+        let block = self.block(word);
+        // Relaxed: a snapshot. In write mode no writer is inside unless one holds `M`.
+        let state = block.state.word.load(Ordering::Relaxed);
+        state & WRITER != 0 && (state & WRITE_MODE == 0 || block.writers.writers_locked())
     }
 }

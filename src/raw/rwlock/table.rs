@@ -349,6 +349,24 @@ pub mod probe {
         take_handover_returned
     );
     probe!(
+        /// A writer's unlock put the lock in write mode.
+        WRITE_MODE_ENTERED,
+        write_mode_entered,
+        take_write_mode_entered
+    );
+    probe!(
+        /// A writer took `M` in write mode and held the lock without a revocation.
+        WRITE_MODE_TAKEN,
+        write_mode_taken,
+        take_write_mode_taken
+    );
+    probe!(
+        /// A reader (or upgradable reader) holding `M` cleared write mode.
+        WRITE_MODE_LEFT,
+        write_mode_left,
+        take_write_mode_left
+    );
+    probe!(
         /// A reader found `WRITER` and set `READERS_WANT`.
         READERS_WANT,
         readers_want,
