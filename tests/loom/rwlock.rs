@@ -552,3 +552,45 @@ fn write_mode_entry_races_a_reader() {
         "no reader ended write mode"
     );
 }
+
+/// A writer that took the lock over in write mode downgrades while a reader comes: the
+/// downgrade ends write mode (the reader gets in beside it), and the writer's next write,
+/// whose unlock finds the note its takeover left, does not enter write mode again without a
+/// new streak (readers came between): one entry per execution, the setup's.
+#[test]
+fn write_mode_downgrade_ends_it() {
+    static EXECUTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    tunables::reset_defaults();
+    tunables::set_rwlock_write_mode(true).unwrap();
+    tunables::set_stealing(false).unwrap();
+    loom_rwlock_probe::take_write_mode_entered();
+    model(2, || {
+        EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        write(&shared);
+        write(&shared);
+        write(&shared);
+        let s2 = shared.clone();
+        let reader = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            let v = read(&s2);
+            assert!(v == 3 || v == 4);
+        });
+        topology::set_thread_node(Some(0));
+        shared.0.lock_exclusive();
+        shared.1.with_mut(|v| unsafe { *v += 1 });
+        unsafe { shared.0.downgrade() };
+        assert_eq!(shared.1.with(|v| unsafe { *v }), 4);
+        unsafe { shared.0.unlock_shared() };
+        reader.join().unwrap();
+        write(&shared);
+        assert_eq!(read(&shared), 5);
+        assert!(!shared.0.is_locked());
+    });
+    assert_eq!(
+        loom_rwlock_probe::take_write_mode_entered(),
+        EXECUTIONS.load(std::sync::atomic::Ordering::Relaxed),
+        "write mode entered again without a streak"
+    );
+}

@@ -467,7 +467,6 @@ impl<M: WriterLock> Inflated<M> {
         // is ours to clear.
         if self.state.word.load(Ordering::Relaxed) & WRITER != 0 {
             note_probe!(write_mode_left);
-            self.end_quiet_streak();
             self.release_writer_bit();
         }
         // SAFETY: taken by our caller.
@@ -737,9 +736,13 @@ impl<M: WriterLock> Inflated<M> {
         if state & WRITE_MODE != 0 {
             return true;
         }
+        // A note left over (its lock left write mode by a downgrade, or its guard was unlocked
+        // on another thread) does not enter without the streak. Relaxed: the holder of `M`'s
+        // own.
         if state >= WAITING_ONE
             || state & (READERS_WANT | READERS_PARKED | HELD | VETO) != 0
             || state & WRITER == 0
+            || self.drain.quiet.load(Ordering::Relaxed) < WRITE_MODE_AFTER
         {
             return false;
         }
@@ -799,9 +802,9 @@ impl<M: WriterLock> Inflated<M> {
         let _ = WRITE_MODE_NOTE.try_with(|note| note.set(me));
     }
 
-    /// Whether this thread noted write mode for this lock (and forgets it). A note left by a
-    /// guard unlocked on another thread may make a later unlock try to enter write mode
-    /// unasked: harmless, the CAS in `stays_in_write_mode` decides.
+    /// Whether this thread noted write mode for this lock (and forgets it). A note left over (a
+    /// guard unlocked on another thread, a downgrade) only makes a later unlock look: the
+    /// streak and the CAS in `stays_in_write_mode` decide.
     fn take_write_mode_note(&self) -> bool {
         let me = ptr::from_ref(self).addr();
         WRITE_MODE_NOTE
@@ -825,6 +828,11 @@ impl<M: WriterLock> Inflated<M> {
             !(WRITER | HELD | VETO | READERS_PARKED | READERS_WANT | WRITE_MODE),
             Ordering::Release,
         );
+        if old & WRITE_MODE != 0 {
+            // Write mode ends (a reader, a downgrade, a fair unlock): a new one needs a new
+            // streak.
+            self.end_quiet_streak();
+        }
         if old & READERS_PARKED != 0 {
             wait::unpark(&self.state.word);
         }
