@@ -264,6 +264,7 @@ const REBIAS_SAMPLE: u32 = 16;
 mod inflated;
 mod ops;
 pub(crate) mod table;
+mod write_mode;
 use table::note_probe;
 
 /// `drain`: the writer sleeps on `drain` until a reader leaves; readers bump the rest by 2.
