@@ -339,12 +339,17 @@ crate::sync::thread_local! {
 fn write_mode_sample_due() -> bool {
     EXHAUSTIVE
         || WRITE_MODE_TICK
-            .try_with(|tick| {
-                let n = tick.get().wrapping_add(1);
-                tick.set(n);
-                n.is_multiple_of(WRITE_MODE_SAMPLE)
-            })
+            .try_with(|tick| one_in(tick, WRITE_MODE_SAMPLE))
             .unwrap_or(false)
+}
+
+/// Counts one more event on a thread's `tick`; `true` on one event in `n` (the sampling of
+/// [`REBIAS_SAMPLE`] and [`WRITE_MODE_SAMPLE`]).
+#[inline(always)]
+fn one_in(tick: &core::cell::Cell<u32>, n: u32) -> bool {
+    let count = tick.get().wrapping_add(1);
+    tick.set(count);
+    count.is_multiple_of(n)
 }
 
 /// The calling thread's lane (see [`READER_LANE`]): a hash of its thread seed, so threads

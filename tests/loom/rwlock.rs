@@ -458,6 +458,17 @@ fn timed_writer_in_queue_stops_handover() {
 
 // ---- write mode (the readers left revoked between writers; `set_rwlock_write_mode`) --------
 
+/// An inflated lock after `writes` writes with no reader between them: the first revokes the
+/// fresh lock's bias, the second records the slots' sum, and each one after finds it unchanged
+/// (under loom one such writer puts the lock in write mode).
+fn inflated_after_writes<M: numa_locks::raw::WriterLock>(writes: usize) -> Shared<M, false> {
+    let shared = new_shared::<M, false>(true);
+    for _ in 0..writes {
+        write(&shared);
+    }
+    shared
+}
+
 /// Writes in a row with no reader between them put the lock in write mode (under loom one
 /// quiet writer after the one that records the slots' sum is enough): `WRITER` stays set with `M` free. Then a reader and a writer race:
 /// the writer may take the lock over at once, and the reader must take `M` to end write mode;
@@ -473,12 +484,8 @@ fn write_mode_is_entered_and_left_by_a_reader() {
     loom_rwlock_probe::take_write_mode_left();
     model(2, || {
         loom_clock::reset(0);
-        let shared = new_shared::<RawMcs, false>(true);
-        // The first writer revokes the fresh lock's bias, the second records the slots' sum,
-        // the third finds it unchanged.
-        write(&shared);
-        write(&shared);
-        write(&shared);
+        // The third write finds the slots' sum unchanged: write mode.
+        let shared = inflated_after_writes::<RawMcs>(3);
         assert!(
             !shared.0.is_locked_exclusive(),
             "write mode with M free: no writer holds the lock"
@@ -524,11 +531,8 @@ fn write_mode_entry_races_a_reader() {
     loom_rwlock_probe::take_write_mode_left();
     model(2, || {
         loom_clock::reset(0);
-        let shared = new_shared::<RawCna, false>(true);
-        // Revokes the bias, then records the slots' sum: the next writer with no reader before
-        // it is quiet.
-        write(&shared);
-        write(&shared);
+        // The next writer with no reader before it is quiet.
+        let shared = inflated_after_writes::<RawCna>(2);
         let s2 = shared.clone();
         let writer = thread::spawn(move || {
             topology::set_thread_node(Some(0));
@@ -567,10 +571,7 @@ fn write_mode_downgrade_ends_it() {
     model(2, || {
         EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         loom_clock::reset(0);
-        let shared = new_shared::<RawMcs, false>(true);
-        write(&shared);
-        write(&shared);
-        write(&shared);
+        let shared = inflated_after_writes::<RawMcs>(3);
         let s2 = shared.clone();
         let reader = thread::spawn(move || {
             topology::set_thread_node(Some(1));

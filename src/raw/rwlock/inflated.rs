@@ -46,17 +46,11 @@ impl<M: WriterLock> Inflated<M> {
     /// the module docs); each load is also an Acquire that pairs with the leaving readers'
     /// Release decrements.
     pub(super) fn readers(&self, table: bool) -> u32 {
-        self.readers_and_units(table).0
+        self.readers_units_and_sum(table).0
     }
 
-    /// [`readers`](Self::readers), and of them the table's entries.
-    pub(super) fn readers_and_units(&self, table: bool) -> (u32, u32) {
-        let (readers, units, _) = self.readers_units_and_sum(table);
-        (readers, units)
-    }
-
-    /// [`readers_and_units`](Self::readers_and_units), and the slots' whole sum (see
-    /// [`SLOT_LEAVE`]).
+    /// [`readers`](Self::readers), and of them the table's entries, and the slots' whole sum
+    /// (see [`SLOT_LEAVE`]).
     pub(super) fn readers_units_and_sum(&self, table: bool) -> (u32, u32, u64) {
         let sum = self.slots.iter().fold(0u64, |sum, slot| {
             sum.wrapping_add(slot.load(Ordering::SeqCst))
@@ -120,11 +114,7 @@ impl<M: WriterLock> Inflated<M> {
     pub(super) fn maybe_rebias(&self) {
         let due = EXHAUSTIVE
             || REBIAS_TICK
-                .try_with(|tick| {
-                    let n = tick.get().wrapping_add(1);
-                    tick.set(n);
-                    n.is_multiple_of(REBIAS_SAMPLE)
-                })
+                .try_with(|tick| one_in(tick, REBIAS_SAMPLE))
                 .unwrap_or(false);
         if due {
             self.rebias_if_due();
@@ -436,13 +426,19 @@ impl<M: WriterLock> Inflated<M> {
         true
     }
 
-    /// Run by an upgradable reader that has just taken `M`: a revocation handed over with `M`
-    /// is cleared (it shares the lock with readers).
+    /// Run by an upgradable reader, or a reader ending write mode, that has just taken `M`: a
+    /// revocation handed over with `M`, or left in write mode, is cleared (it shares the lock
+    /// with readers).
     #[inline]
-    fn give_back_revocation(&self) {
+    pub(super) fn give_back_revocation(&self) {
         // Relaxed: as in `took_over_revocation`.
-        if self.state.word.load(Ordering::Relaxed) & WRITER != 0 {
-            note_probe!(handover_returned);
+        let state = self.state.word.load(Ordering::Relaxed);
+        if state & WRITER != 0 {
+            if state & WRITE_MODE != 0 {
+                note_probe!(write_mode_left);
+            } else {
+                note_probe!(handover_returned);
+            }
             self.end_quiet_streak();
             self.release_writer_bit();
         }

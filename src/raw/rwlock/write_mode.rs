@@ -18,13 +18,7 @@ impl<M: WriterLock> Inflated<M> {
 
     /// [`leave_write_mode`](Self::leave_write_mode) with the caller holding `M`; releases it.
     fn clear_write_mode_holding_writers(&self) {
-        // Relaxed: `M` orders it (only holders of `M` set or clear `WRITER`). `WRITER` set
-        // while we hold `M` is write mode, or a revocation handed over with `M`: either way it
-        // is ours to clear.
-        if self.state.word.load(Ordering::Relaxed) & WRITER != 0 {
-            note_probe!(write_mode_left);
-            self.release_writer_bit();
-        }
+        self.give_back_revocation();
         // SAFETY: taken by our caller.
         unsafe { self.writers.unlock_writers() };
     }
