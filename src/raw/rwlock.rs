@@ -324,7 +324,11 @@ const WRITE_MODE_SAMPLE: u32 = 8;
 
 crate::sync::thread_local! {
     /// Counts the calling thread's revocations that met no reader (see [`WRITE_MODE_SAMPLE`]).
-    static WRITE_MODE_TICK: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    /// Starts one short, so that a thread's first such revocation is sampled: from 0, N threads
+    /// that take turns reach write mode only after about `WRITE_MODE_SAMPLE` * N writes (why:
+    /// docs/DESIGN.md, decision record, "write mode from a thread's first revocation").
+    static WRITE_MODE_TICK: core::cell::Cell<u32> =
+        const { core::cell::Cell::new(WRITE_MODE_SAMPLE - 1) };
 }
 
 crate::sync::thread_local! {

@@ -133,31 +133,53 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     /// Acquires a shared lock, waiting as long as needed.
     #[inline]
     pub fn lock_shared(&self) {
-        if !self.fast_cas(FREE, FREE | C_READER, Ordering::Acquire) {
-            self.lock_shared_slow(None);
+        if let Err(word) = self.fast_cas(FREE, FREE | C_READER, Ordering::Acquire) {
+            self.lock_shared_slow(word, None);
         }
     }
 
     /// The uncontended transition `from → to` in one look and one weak CAS, nothing else on
     /// the path (the callers' slow paths are out of line, so that this one needs no stack
-    /// frame); `false` sends the caller to its slow path, which looks again. Acquire or
-    /// Release on success as the caller says; Relaxed on failure (the slow path reloads).
+    /// frame). Acquire or Release on success as the caller says. `Err` carries the word it
+    /// looked at, loaded Relaxed: the slow path starts from it, through
+    /// [`looked_at`](Self::looked_at), instead of loading the word again (an inflated lock's
+    /// writer goes straight to its block; one access less on the way from a release back to
+    /// `M`, which a queued writer races: docs/DESIGN.md, "Write mode").
     #[inline(always)]
-    pub(super) fn fast_cas(&self, from: usize, to: usize, success: Ordering) -> bool {
+    pub(super) fn fast_cas(
+        &self,
+        from: usize,
+        to: usize,
+        success: Ordering,
+    ) -> Result<(), *mut Inflated<M>> {
         // Look first, as `compact_cas` does: an inflated lock's word is never written again.
         let now = self.word.load(Ordering::Relaxed);
-        now.addr() == from
-            && self
-                .word
-                .compare_exchange_weak(now, compact(to), success, Ordering::Relaxed)
-                .is_ok()
+        if now.addr() != from {
+            return Err(now);
+        }
+        self.word
+            .compare_exchange_weak(now, compact(to), success, Ordering::Relaxed)
+            .map(|_| ())
     }
 
-    /// The slow path of `lock_shared` and of its timed tries.
+    /// A word that [`fast_cas`](Self::fast_cas) found, made safe to follow: for a pointer, an
+    /// Acquire fence, which pairs with the Release of `inflate`'s CAS as
+    /// [`load_word`](Self::load_word)'s Acquire does (the Relaxed load read that CAS's value),
+    /// so the block's initial state is visible.
+    #[inline(always)]
+    fn looked_at(word: *mut Inflated<M>) -> *mut Inflated<M> {
+        if !is_compact(word) {
+            fence(Ordering::Acquire);
+        }
+        word
+    }
+
+    /// The slow path of `lock_shared` and of its timed tries, from the `word` a fast path
+    /// found.
     #[cold]
     #[inline(never)]
-    pub(super) fn lock_shared_slow(&self, deadline: Option<u64>) -> bool {
-        let mut word = self.load_word();
+    pub(super) fn lock_shared_slow(&self, word: *mut Inflated<M>, deadline: Option<u64>) -> bool {
+        let mut word = Self::looked_at(word);
         let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
@@ -199,7 +221,8 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
 
     /// [`try_lock_shared`](Self::try_lock_shared), waiting at most `timeout`.
     pub fn try_lock_shared_for(&self, timeout: Duration) -> bool {
-        self.try_lock_shared() || self.lock_shared_slow(Some(deadline_after(timeout)))
+        self.try_lock_shared()
+            || self.lock_shared_slow(self.load_word(), Some(deadline_after(timeout)))
     }
 
     /// Releases a shared lock.
@@ -209,18 +232,24 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline]
     pub unsafe fn unlock_shared(&self) {
         // Release: the reader's accesses happen before the next writer's acquisition.
-        if !self.fast_cas(FREE | C_READER, FREE, Ordering::Release) {
-            self.unlock_shared_slow();
+        if let Err(word) = self.fast_cas(FREE | C_READER, FREE, Ordering::Release) {
+            self.unlock_shared_slow(word);
         }
     }
 
+    /// The slow path of `unlock_shared`, from the `word` its fast path found.
     #[cold]
     #[inline(never)]
-    pub(super) fn unlock_shared_slow(&self) {
-        // Release: as in `unlock_shared` (a weak CAS may have failed spuriously).
-        if let Err(word) = self.compact_cas(FREE | C_READER, FREE, Ordering::Release) {
-            self.block(word).leave_reader();
+    pub(super) fn unlock_shared_slow(&self, word: *mut Inflated<M>) {
+        let mut word = Self::looked_at(word);
+        if is_compact(word) {
+            // Release: as in `unlock_shared` (its weak CAS may have failed spuriously).
+            match self.compact_cas(FREE | C_READER, FREE, Ordering::Release) {
+                Ok(()) => return,
+                Err(now) => word = now,
+            }
         }
+        self.block(word).leave_reader();
     }
 
     // ---- exclusive ----------------------------------------------------------------------
@@ -229,15 +258,21 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline]
     pub fn lock_exclusive(&self) {
         // Acquire: pairs with the Release of the previous compact unlock.
-        if !self.fast_cas(FREE, FREE | C_WRITER, Ordering::Acquire) {
-            self.lock_exclusive_slow(None);
+        if let Err(word) = self.fast_cas(FREE, FREE | C_WRITER, Ordering::Acquire) {
+            self.lock_exclusive_slow(word, None);
         }
     }
 
+    /// The slow path of `lock_exclusive` and of its timed tries, from the `word` a fast path
+    /// or a compact CAS found.
     #[cold]
     #[inline(never)]
-    pub(super) fn lock_exclusive_slow(&self, deadline: Option<u64>) -> bool {
-        let mut word = self.load_word();
+    pub(super) fn lock_exclusive_slow(
+        &self,
+        word: *mut Inflated<M>,
+        deadline: Option<u64>,
+    ) -> bool {
+        let mut word = Self::looked_at(word);
         let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
@@ -267,9 +302,10 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
 
     /// [`try_lock_exclusive`](Self::try_lock_exclusive), waiting at most `timeout`.
     pub fn try_lock_exclusive_for(&self, timeout: Duration) -> bool {
-        self.compact_cas(FREE, FREE | C_WRITER, Ordering::Acquire)
-            .is_ok()
-            || self.lock_exclusive_slow(Some(deadline_after(timeout)))
+        match self.compact_cas(FREE, FREE | C_WRITER, Ordering::Acquire) {
+            Ok(()) => true,
+            Err(word) => self.lock_exclusive_slow(word, Some(deadline_after(timeout))),
+        }
     }
 
     /// Releases an exclusive lock.
@@ -279,22 +315,29 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline]
     pub unsafe fn unlock_exclusive(&self) {
         // Release: the critical section happens before the next acquisition.
-        if !self.fast_cas(FREE | C_WRITER, FREE, Ordering::Release) {
+        if let Err(word) = self.fast_cas(FREE | C_WRITER, FREE, Ordering::Release) {
             // SAFETY: the caller's.
-            unsafe { self.unlock_exclusive_slow() };
+            unsafe { self.unlock_exclusive_slow(word) };
         }
     }
 
+    /// The slow path of `unlock_exclusive`, from the `word` its fast path found.
+    ///
     /// # Safety
     /// As for `unlock_exclusive`.
     #[cold]
     #[inline(never)]
-    pub(super) unsafe fn unlock_exclusive_slow(&self) {
-        // Release: as in `unlock_exclusive` (a weak CAS may have failed spuriously).
-        if let Err(word) = self.compact_cas(FREE | C_WRITER, FREE, Ordering::Release) {
-            // SAFETY: the caller holds the exclusive lock, hence `M` (inherited or taken).
-            unsafe { self.block(word).unlock_exclusive_or_hand_over() };
+    pub(super) unsafe fn unlock_exclusive_slow(&self, word: *mut Inflated<M>) {
+        let mut word = Self::looked_at(word);
+        if is_compact(word) {
+            // Release: as in `unlock_exclusive` (its weak CAS may have failed spuriously).
+            match self.compact_cas(FREE | C_WRITER, FREE, Ordering::Release) {
+                Ok(()) => return,
+                Err(now) => word = now,
+            }
         }
+        // SAFETY: the caller holds the exclusive lock, hence `M` (inherited or taken).
+        unsafe { self.block(word).unlock_exclusive_or_hand_over() };
     }
 
     /// Releases an exclusive lock; waiting readers go before the next writer, and the queue
