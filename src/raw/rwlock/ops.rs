@@ -141,10 +141,9 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     /// The uncontended transition `from → to` in one look and one weak CAS, nothing else on
     /// the path (the callers' slow paths are out of line, so that this one needs no stack
     /// frame). Acquire or Release on success as the caller says. `Err` carries the word it
-    /// looked at, loaded Relaxed: the slow path starts from it, through
-    /// [`looked_at`](Self::looked_at), instead of loading the word again (an inflated lock's
-    /// writer goes straight to its block; one access less on the way from a release back to
-    /// `M`, which a queued writer races: docs/DESIGN.md, "Write mode").
+    /// looked at, and the slow path starts from it instead of loading the word again (an
+    /// inflated lock's writer goes straight to its block; one access less on the way from a
+    /// release back to `M`, which a queued writer races: docs/DESIGN.md, "Write mode").
     #[inline(always)]
     pub(super) fn fast_cas(
         &self,
@@ -153,33 +152,26 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         success: Ordering,
     ) -> Result<(), *mut Inflated<M>> {
         // Look first, as `compact_cas` does: an inflated lock's word is never written again.
-        let now = self.word.load(Ordering::Relaxed);
+        // Acquire (the load, and the CAS on failure): the word may be the block's pointer,
+        // which the slow path follows (as in `load_word`; on x86 a plain load).
+        let now = self.load_word();
         if now.addr() != from {
             return Err(now);
         }
         self.word
-            .compare_exchange_weak(now, compact(to), success, Ordering::Relaxed)
+            .compare_exchange_weak(now, compact(to), success, Ordering::Acquire)
             .map(|_| ())
-    }
-
-    /// A word that [`fast_cas`](Self::fast_cas) found, made safe to follow: for a pointer, an
-    /// Acquire fence, which pairs with the Release of `inflate`'s CAS as
-    /// [`load_word`](Self::load_word)'s Acquire does (the Relaxed load read that CAS's value),
-    /// so the block's initial state is visible.
-    #[inline(always)]
-    fn looked_at(word: *mut Inflated<M>) -> *mut Inflated<M> {
-        if !is_compact(word) {
-            fence(Ordering::Acquire);
-        }
-        word
     }
 
     /// The slow path of `lock_shared` and of its timed tries, from the `word` a fast path
     /// found.
     #[cold]
     #[inline(never)]
-    pub(super) fn lock_shared_slow(&self, word: *mut Inflated<M>, deadline: Option<u64>) -> bool {
-        let mut word = Self::looked_at(word);
+    pub(super) fn lock_shared_slow(
+        &self,
+        mut word: *mut Inflated<M>,
+        deadline: Option<u64>,
+    ) -> bool {
         let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
@@ -240,8 +232,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     /// The slow path of `unlock_shared`, from the `word` its fast path found.
     #[cold]
     #[inline(never)]
-    pub(super) fn unlock_shared_slow(&self, word: *mut Inflated<M>) {
-        let mut word = Self::looked_at(word);
+    pub(super) fn unlock_shared_slow(&self, mut word: *mut Inflated<M>) {
         if is_compact(word) {
             // Release: as in `unlock_shared` (its weak CAS may have failed spuriously).
             match self.compact_cas(FREE | C_READER, FREE, Ordering::Release) {
@@ -269,10 +260,9 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     #[inline(never)]
     pub(super) fn lock_exclusive_slow(
         &self,
-        word: *mut Inflated<M>,
+        mut word: *mut Inflated<M>,
         deadline: Option<u64>,
     ) -> bool {
-        let mut word = Self::looked_at(word);
         let mut backoff = CasBackoff::new();
         loop {
             if !is_compact(word) {
@@ -327,8 +317,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
     /// As for `unlock_exclusive`.
     #[cold]
     #[inline(never)]
-    pub(super) unsafe fn unlock_exclusive_slow(&self, word: *mut Inflated<M>) {
-        let mut word = Self::looked_at(word);
+    pub(super) unsafe fn unlock_exclusive_slow(&self, mut word: *mut Inflated<M>) {
         if is_compact(word) {
             // Release: as in `unlock_exclusive` (its weak CAS may have failed spuriously).
             match self.compact_cas(FREE | C_WRITER, FREE, Ordering::Release) {
