@@ -72,11 +72,6 @@ pub(crate) fn may_mark() -> bool {
     (EXHAUSTIVE || cpus() >= 3) && !crowded()
 }
 
-/// [`may_mark`] with the clock as the caller just read it (`now`).
-pub(crate) fn may_mark_at(now: u64) -> bool {
-    (EXHAUSTIVE || cpus() >= 3) && !crowded_at(now)
-}
-
 /// [`may_mark`] without a clock read: the last crowding verdict, however old (`false` if this
 /// thread has none yet). For a new queue head's mark before its first look at the lock
 /// (`raw::premark`), which the head checks against [`may_mark`] if it has to wait.
@@ -130,17 +125,6 @@ impl SpinBudget {
         Self::with_max_step(MAX_STEP, Self::wait_ns(), until)
     }
 
-    /// [`SpinBudget::head`] from `now`, the clock as the caller just read it.
-    pub(crate) fn head_at(until: Option<u64>, now: u64) -> Self {
-        let spin = tunables::spin_ns();
-        let spin = if spin == 0 || crowded_at(now) {
-            spin
-        } else {
-            uncrowded_wait_ns()
-        };
-        Self::with_max_step_at(MAX_STEP, spin, until, now)
-    }
-
     /// A budget of the configured spin time, without backoff, ending no later than `until`
     /// (a timed waiter's deadline), if given: the rwlock's waits (`src/raw/rwlock.rs`), which
     /// keep the plain spin time whatever the core's crowding.
@@ -177,15 +161,10 @@ impl SpinBudget {
 
     #[inline]
     fn with_max_step(max_step: u32, spin: u64, until: Option<u64>) -> Self {
-        let now = if spin == 0 { 0 } else { now_ns() };
-        Self::with_max_step_at(max_step, spin, until, now)
-    }
-
-    #[inline]
-    fn with_max_step_at(max_step: u32, spin: u64, until: Option<u64>, now: u64) -> Self {
         let deadline = if spin == 0 {
             0
         } else {
+            let now = now_ns();
             let end = now.saturating_add(spin);
             match until {
                 // An expired cap leaves no budget at all (0 means "park now").
@@ -326,17 +305,10 @@ pub(crate) fn crowded() -> bool {
     if EXHAUSTIVE {
         return false;
     }
-    crowded_at(now_ns())
-}
-
-/// [`crowded`] with the clock as the caller just read it (`now`).
-pub(crate) fn crowded_at(now: u64) -> bool {
-    if EXHAUSTIVE {
-        return false;
-    }
     let Ok(verdict) = CROWDED.try_with(core::cell::Cell::get) else {
         return true;
     };
+    let now = now_ns();
     if verdict.stands(now) {
         return verdict.crowded;
     }

@@ -52,15 +52,14 @@ impl LockWord {
     ) -> Option<HeadAcquired> {
         let mut marked = premarked;
         let stealing = tunables::stealing();
-        let start = now_ns();
-        let since = if stealing { start } else { 0 };
+        let since = if stealing { now_ns() } else { 0 };
         // Stealing stops for good (until we have the lock) when it is off or the bound passed;
         // for as long as we have a marked successor otherwise. A `delegate` head marks no
         // successor whose closure it will run (`mark_next`), so it reserves at once wherever a
         // head may mark: otherwise an arrival re-taking the lock every few ns holds it off for
         // the whole steal bound, with the closures queued behind it (docs/DESIGN.md,
         // "Delegation").
-        let mut may_mark = wait::may_mark_at(start);
+        let mut may_mark = wait::may_mark();
         let mut bound_passed = !stealing || (may_mark && crate::raw::delegate::combining());
         // The re-take window (`tunables::retake_window`, 0 by default): a marking head reserves
         // the lock only once it has been head this long, so that the thread that released the
@@ -78,7 +77,7 @@ impl LockWord {
             unmark_next(qnode::node(marked));
             marked = 0;
         }
-        let mut budget = SpinBudget::head_at(deadline, start);
+        let mut budget = SpinBudget::head(deadline);
         let mut busy_work = true;
         let mut looks = 0u32;
         loop {
