@@ -185,6 +185,7 @@ pub fn set_stealing(enabled: bool) -> Result<(), TunableError> {
 }
 
 /// Whether an arriving thread may take a free lock before queueing.
+#[inline]
 pub fn stealing() -> bool {
     STEALING.load(Relaxed)
 }
@@ -203,6 +204,7 @@ pub fn set_rwlock_writer_handover(enabled: bool) -> Result<(), TunableError> {
 }
 
 /// Whether the rwlocks' writers hand the revocation over to the next writer.
+#[inline]
 pub fn rwlock_writer_handover() -> bool {
     RWLOCK_WRITER_HANDOVER.load(Relaxed)
 }
@@ -220,6 +222,7 @@ pub fn set_rwlock_write_mode(enabled: bool) -> Result<(), TunableError> {
 }
 
 /// Whether the rwlocks' writers may leave a reader-less lock in write mode.
+#[inline]
 pub fn rwlock_write_mode() -> bool {
     RWLOCK_WRITE_MODE.load(Relaxed)
 }
@@ -313,6 +316,7 @@ pub fn set_hq_local_handoffs(value: u64) -> Result<(), TunableError> {
 }
 
 /// How many consecutive handoffs HQ keeps within one NUMA node.
+#[inline]
 pub fn hq_local_handoffs() -> u64 {
     HQ_LOCAL_HANDOFFS.load(Relaxed)
 }
@@ -347,6 +351,7 @@ pub fn set_hq_domain_handoffs(value: u64) -> Result<(), TunableError> {
 }
 
 /// How many consecutive handoffs HQ keeps within one cache domain.
+#[inline]
 pub fn hq_domain_handoffs() -> u64 {
     HQ_DOMAIN_HANDOFFS.load(Relaxed)
 }
@@ -378,6 +383,7 @@ pub fn set_delegate_batch(value: u64) -> Result<(), TunableError> {
 }
 
 /// The most closures a `delegate` holder runs for others before it hands the lock on.
+#[inline]
 pub fn delegate_batch() -> u64 {
     DELEGATE_BATCH.load(Relaxed)
 }
@@ -461,19 +467,24 @@ pub fn reset_defaults() {
 }
 
 // Crate-internal readers in the units the slow paths use.
+#[inline]
 pub(crate) fn spin_ns() -> u64 {
     SPIN_NS.load(Relaxed)
 }
+#[inline]
 pub(crate) fn steal_bound_ns() -> u64 {
     STEAL_BOUND_NS.load(Relaxed)
 }
+#[inline]
 pub(crate) fn retake_window_ns() -> u64 {
     RETAKE_WINDOW_NS.load(Relaxed)
 }
+#[inline]
 pub(crate) fn cna_flush_ns() -> u64 {
     CNA_FLUSH_NS.load(Relaxed)
 }
 #[cfg(feature = "lockup")]
+#[inline]
 pub(crate) fn lockup_threshold_ns() -> u64 {
     LOCKUP_THRESHOLD_NS.load(Relaxed)
 }
