@@ -31,19 +31,39 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         to: usize,
         success: Ordering,
     ) -> Result<(), *mut Inflated<M>> {
+        self.look_then_cas(from, to, success, false)
+    }
+
+    /// A look at the word, then, if it is `from`, a CAS to `to` (weak or strong as the caller
+    /// says): [`compact_cas`](Self::compact_cas) and [`fast_cas`](Self::fast_cas).
+    #[inline(always)]
+    fn look_then_cas(
+        &self,
+        from: usize,
+        to: usize,
+        success: Ordering,
+        weak: bool,
+    ) -> Result<(), *mut Inflated<M>> {
         // Look before the CAS: once the lock is inflated the word never changes again, and
         // every node keeps a shared copy of its line; a CAS, even a failing one, would take
         // the line exclusive at every acquisition and release, which serialized the readers
         // of an inflated lock in the simulator (8 readers on 4 sockets ran no faster than 1).
+        // Acquire (the load, as `load_word`, and the CAS on failure): the value returned may be
+        // the block's pointer, which the caller follows (pairs with the Release of `inflate`'s
+        // CAS; on x86 a plain load).
         let now = self.load_word();
         if now.addr() != from {
             return Err(now);
         }
-        // Failure Acquire: the value returned may be the block's pointer, which the caller
-        // dereferences (pairs with the Release of `inflate`'s CAS).
-        self.word
-            .compare_exchange(now, compact(to), success, Ordering::Acquire)
-            .map(|_| ())
+        let new = compact(to);
+        let result = if weak {
+            self.word
+                .compare_exchange_weak(now, new, success, Ordering::Acquire)
+        } else {
+            self.word
+                .compare_exchange(now, new, success, Ordering::Acquire)
+        };
+        result.map(|_| ())
     }
 
     /// The block behind an inflated `word`.
@@ -151,16 +171,7 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         to: usize,
         success: Ordering,
     ) -> Result<(), *mut Inflated<M>> {
-        // Look first, as `compact_cas` does: an inflated lock's word is never written again.
-        // Acquire (the load, and the CAS on failure): the word may be the block's pointer,
-        // which the slow path follows (as in `load_word`; on x86 a plain load).
-        let now = self.load_word();
-        if now.addr() != from {
-            return Err(now);
-        }
-        self.word
-            .compare_exchange_weak(now, compact(to), success, Ordering::Acquire)
-            .map(|_| ())
+        self.look_then_cas(from, to, success, true)
     }
 
     /// The slow path of `lock_shared` and of its timed tries, from the `word` a fast path
