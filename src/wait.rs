@@ -225,11 +225,9 @@ impl SpinBudget {
     }
 }
 
-/// Where the kernel's count of the thread's context switches cannot be read (not Linux, a
-/// sandbox that refuses `getrusage`, numa_sim): a `sched_yield` that returns within this found
-/// nobody else to run. A yield alone is a fraction of this on the development machine, a yield
-/// to another thread well above it (docs/DESIGN.md, "Decision record: a crowded verdict that
-/// stands"); on Linux [`judged_yield`] counts the switches instead.
+/// A `sched_yield` that returns within this found nobody else to run: a yield alone is a
+/// fraction of this, a yield to another thread well above it (docs/DESIGN.md, "Decision
+/// record: a crowded verdict that stands").
 pub(crate) const ALONE_YIELD_NS: u64 = 1000;
 
 /// How long a "not crowded" verdict stands before a thread times a yield again; a "crowded"
@@ -278,50 +276,11 @@ crate::sync::thread_local! {
     };
 }
 
-/// The kernel's count of this thread's involuntary context switches (`ru_nivcsw`), which a
-/// `sched_yield` raises exactly when another thread ran on the core in its place; `None`
-/// where it cannot be read.
-#[cfg(all(target_os = "linux", not(any(loom, numa_sim, miri))))]
+/// Records a timed `sched_yield` of this thread: its core is *crowded* if the yield took
+/// [`ALONE_YIELD_NS`] or more (another thread wanted the core).
 #[inline]
-fn involuntary_switches() -> Option<i64> {
-    let mut usage = core::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: `getrusage` only writes the struct, and fills it when it returns 0.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: filled (it returned 0).
-    Some(i64::from(unsafe { usage.assume_init() }.ru_nivcsw))
-}
-
-/// No count of context switches here: [`judged_yield`] times the yield.
-#[cfg(not(all(target_os = "linux", not(any(loom, numa_sim, miri)))))]
-#[inline]
-fn involuntary_switches() -> Option<i64> {
-    None
-}
-
-/// Yields the CPU once and records whether the core is *crowded*: another thread ran in this
-/// one's place during the yield (its context-switch count rose; where the count cannot be
-/// read, the yield took [`ALONE_YIELD_NS`] or more). Returns the verdict and the clock after
-/// the yield; `before` is the clock as the caller read it just before. Counting switches, not
-/// time, keeps a slow `sched_yield` (a virtual machine's, or one that straddles the host's
-/// preemption of the vCPU) from passing for a crowded core (docs/DESIGN.md, "Decision record:
-/// crowding is judged by context switches").
-pub(crate) fn judged_yield(before: u64) -> (bool, u64) {
-    let switches = involuntary_switches();
-    yield_now();
-    let now = now_ns();
-    let crowded = match (switches, switches.and_then(|_| involuntary_switches())) {
-        (Some(was), Some(is)) => is != was,
-        _ => now.saturating_sub(before) >= ALONE_YIELD_NS,
-    };
-    note_verdict(crowded, now);
-    (crowded, now)
-}
-
-/// Records this thread's crowding verdict made at `now`.
-#[inline]
-fn note_verdict(crowded: bool, now: u64) {
+pub(crate) fn note_yield(took_ns: u64, now: u64) {
+    let crowded = took_ns >= ALONE_YIELD_NS;
     let _ = CROWDED.try_with(|c| {
         let streak = if crowded {
             c.get().streak.saturating_add(1)
@@ -365,10 +324,13 @@ pub(crate) fn crowded_hint() -> bool {
     !EXHAUSTIVE && CROWDED.try_with(|c| c.get().crowded).unwrap_or(false)
 }
 
-/// Yields the CPU, records the verdict ([`judged_yield`]) and returns it: `true` if crowded.
+/// Yields the CPU, records the verdict ([`note_yield`]) and returns it: `true` if crowded.
 /// `now` is the clock as the caller just read it.
 fn timed_yield(now: u64) -> bool {
-    judged_yield(now).0
+    yield_now();
+    let after = now_ns();
+    note_yield(after.saturating_sub(now), after);
+    after.saturating_sub(now) >= ALONE_YIELD_NS
 }
 
 /// Whether this thread's core is free to spin on, for a waiter about to sleep (the condition

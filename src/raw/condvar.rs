@@ -18,8 +18,8 @@
 //! ```
 //!
 //! - `wait`: the waiter appends its node to the list, **then** releases the mutex, so a notify
-//!   that comes after the release finds it. It then yields the CPU once: if nobody else ran on
-//!   the core meanwhile (`wait::judged_yield`) it spins for the spin time
+//!   that comes after the release finds it. It then yields the CPU once: if the yield comes back
+//!   at once (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time
 //!   before it sleeps on its `cv_queued` word, since on a free core the notify is likely near;
 //!   otherwise it sleeps at once (spinning would only take the CPU from the thread that must
 //!   notify it). Once its yields have found the core crowded twice in a row it skips the yield

@@ -89,8 +89,8 @@ const HANDED: u32 = 16;
 /// after yielding the CPU (parking_lot's `SpinWait` schedule). Yielding keeps the looks rare
 /// enough not to slow the holder down, and gives the core away when threads outnumber cores.
 ///
-/// On a machine with one NUMA node, the first yield is judged (`wait::judged_yield`), and if
-/// nobody else ran on the core meanwhile a pause phase follows: it spins
+/// On a machine with one NUMA node, the first yield is timed, and if it came back within
+/// [`ALONE_YIELD_NS`] (nobody else was waiting for the core) a pause phase follows: it spins
 /// until half the spin time (`tunables::spin_time`, 2.5 µs by default) has passed, looking at
 /// the lock halfway and at the end. It is bounded by the clock, not by a count, because a
 /// `pause` costs 10 to 140 cycles depending on the CPU.
@@ -103,6 +103,8 @@ const STEAL_TRIES: u32 = 10;
 const STEAL_SPINS: u32 = 3;
 /// `pause`s between two clock reads of the pause phase.
 const STEAL_PAUSE_BATCH: u32 = 16;
+/// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
+const ALONE_YIELD_NS: u64 = wait::ALONE_YIELD_NS;
 /// Set (with the holder's NUMA node in [`LOCAL_NODE_MASK`]) by a CnaMutex holder that makes its
 /// marked successor of the same node head with stealing on ([`LockWord::hand_to_marked`],
 /// [`Handoff::Local`]): until someone takes the lock, only arrivals of that node may take it
@@ -417,8 +419,12 @@ impl LockWord {
                     crate::sync::spin_hint();
                 }
             } else if attempt == STEAL_SPINS {
-                let (crowded, now) = wait::judged_yield(now_ns());
-                if crate::topology::node_count() == 1 && !crowded {
+                let before = now_ns();
+                crate::sync::yield_now();
+                let now = now_ns();
+                wait::note_yield(now.saturating_sub(before), now);
+                if crate::topology::node_count() == 1 && now.saturating_sub(before) < ALONE_YIELD_NS
+                {
                     let end = now.saturating_add(tunables::spin_ns() / 2);
                     let until = deadline.map_or(end, |d| end.min(d));
                     if let Some(acquired) = self.pause_phase(&nobody_queued, now, until) {
