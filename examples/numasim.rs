@@ -65,6 +65,7 @@ fn main() -> ExitCode {
     let columns = report::Columns {
         paths: options.paths,
         write_wait: options.workloads.contains(&cli::WorkloadKind::Rw),
+        roles: options.writers.is_some(),
     };
     match options.format {
         Format::Table => report::print_table(&rows, columns),
@@ -120,6 +121,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     seed: options.seed,
                     ttas_fairness: options.ttas_fairness,
                     read_pct: options.read_pct,
+                    writers: options.writers,
                     lockbench_locks: options.lockbench_locks,
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,

@@ -334,6 +334,8 @@ fn help_explains_locks_workloads_and_columns() {
         "wait_p99_us",
         "host_ms",
         "--read-pct",
+        "--writers",
+        "reads_per_sec",
         "rw ",
         "mcs-rw",
         "cna-rw",
@@ -807,5 +809,70 @@ fn rw_workload_runs_every_lock_and_the_rwlocks_run_every_workload() {
     assert_eq!(
         without_host_ms(&tiny(&args), ','),
         without_host_ms(&tiny(&with_95), ',')
+    );
+}
+
+/// `--writers N`: threads 0..N only write and the others only read; the report gains the
+/// readers' and writers' rates, which add up to the total; a mutex takes both as exclusive.
+#[test]
+fn writers_dedicate_threads_and_report_both_rates() {
+    let header = CSV_HEADER.replace(
+        "wait_p99_us,",
+        "wait_p99_us,write_wait_p99_us,reads_per_sec,writes_per_sec,",
+    );
+    let stdout = tiny(&[
+        "--threads",
+        "2,9",
+        "--locks",
+        "mcs,cna-rw,hq-rw,pl-rwlock,sharded-rw",
+        "--workload",
+        "rw",
+        "--writers",
+        "1",
+    ]);
+    assert_eq!(stdout.lines().next(), Some(header.as_str()));
+    let rows = csv_rows(&stdout);
+    assert_eq!(rows.len(), 5 * 2, "{stdout}");
+    for row in &rows {
+        assert_eq!(row.len(), 14, "{row:?}");
+        let (total, reads, writes) = (number(row, 4), number(row, 11), number(row, 12));
+        assert!(reads > 0.0 && writes > 0.0, "both roles ran: {row:?}");
+        assert!(
+            (reads + writes - total).abs() <= 2.0,
+            "reads and writes add up to sim_ops_per_sec: {row:?}"
+        );
+    }
+    // One writer beside one reader: the writer's rate is its thread's share.
+    let stdout = tiny(&[
+        "--threads",
+        "2",
+        "--locks",
+        "cna-rw",
+        "--workload",
+        "rw",
+        "--writers",
+        "1",
+        "--read-pct",
+        "0",
+    ]);
+    let row = &csv_rows(&stdout)[0];
+    assert!(number(row, 11) > 0.0, "--read-pct is unused: {row:?}");
+}
+
+#[test]
+fn writers_is_validated() {
+    let base = ["--threads", "4", "--locks", "cna-rw", "--workload", "rw"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        base.iter().chain(extra).copied().collect()
+    };
+    assert_rejected(&with(&["--writers", "0"]), &["--writers", "from 1 to 1023"]);
+    assert_rejected(&with(&["--writers", "x"]), &["--writers", "from 1 to 1023"]);
+    assert_rejected(
+        &with(&["--writers", "4"]),
+        &["--writers 4", "--threads has 4"],
+    );
+    assert_rejected(
+        &["--threads", "4", "--workload", "counter", "--writers", "1"],
+        &["--writers 1", "--workload rw only"],
     );
 }

@@ -616,6 +616,7 @@ fn zero_reads_cost_what_the_mutexes_cost_on_x5_4() {
         seed: 1,
         ttas_fairness: true,
         read_pct: 0,
+        writers: None,
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,

@@ -313,6 +313,8 @@ COLUMNS:
                         virtual time from the call to lock() to the start of the critical section
     write_wait_p99_us   (only when the rw workload runs) the same for the exclusive acquisitions
                         alone: the writers' wait (every acquisition of the other workloads)
+    reads_per_sec       (only with --writers) the dedicated readers' operations per simulated
+    writes_per_sec      second, and the writers'; together they make sim_ops_per_sec
     host_ms             host wall time of the run (the only column that differs between runs)
   with --paths, before host_ms (this crate's locks; '-' in the table, empty in CSV, for models):
     fast_pct            acquisitions by the one-CAS fast path (an uncontended lock, or a free
@@ -369,6 +371,12 @@ struct Args {
     #[arg(long, value_name = "P", default_value_t = 95, value_parser = parse_read_pct,
           allow_hyphen_values = true)]
     read_pct: u32,
+
+    /// The rw workload with dedicated roles: threads 0..N only write and the others only read
+    /// (--read-pct unused), N from 1 to 1023 and below every --threads value; adds the columns
+    /// reads_per_sec and writes_per_sec
+    #[arg(long, value_name = "N", value_parser = parse_writers, allow_hyphen_values = true)]
+    writers: Option<usize>,
 
     /// The number of locks of the lockbench workload, 1 to 4096
     #[arg(long, value_name = "N", default_value_t = 2,
@@ -510,6 +518,8 @@ pub struct Options {
     pub ttas_fairness: bool,
     /// The rw workload's percentage of reads.
     pub read_pct: u32,
+    /// The rw workload's dedicated writers (`--writers`).
+    pub writers: Option<usize>,
     /// The lockbench workload's lock count.
     pub lockbench_locks: usize,
     /// lockbench's operations per thread (`None`: run for the duration).
@@ -576,6 +586,19 @@ fn validate(args: Args) -> Result<Command, String> {
             .filter(|&n| n <= machine.hw_threads())
             .collect(),
     };
+    if let Some(writers) = args.writers {
+        if !args.workload.0.contains(&WorkloadKind::Rw) {
+            return Err(format!(
+                "--writers {writers} applies to --workload rw only, which --workload does not have"
+            ));
+        }
+        if let Some(&few) = threads.iter().find(|&&n| n <= writers) {
+            return Err(format!(
+                "--writers {writers} needs more threads than writers (at least one reader), but \
+                 --threads has {few}"
+            ));
+        }
+    }
     apply_tunables(&args)?;
     Ok(Command::Run(Options {
         machine,
@@ -588,6 +611,7 @@ fn validate(args: Args) -> Result<Command, String> {
         stealing: args.stealing == Switch::On,
         ttas_fairness: args.ttas_fairness == Switch::On,
         read_pct: args.read_pct,
+        writers: args.writers,
         lockbench_locks: args.lockbench_locks as usize,
         lockbench_ops: (args.lockbench_ops > 0).then_some(args.lockbench_ops),
         store_buffers: args.store_buffers == Switch::On,
@@ -683,6 +707,17 @@ fn parse_read_pct(value: &str) -> Result<u32, String> {
         Ok(pct) if pct <= 100 => Ok(pct),
         _ => Err(format!(
             "'{value}' is not a read percentage; expected an integer from 0 to 100, e.g. 95"
+        )),
+    }
+}
+
+/// `--writers`: an integer from 1 to 1023.
+fn parse_writers(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=1023).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{value}' is not a number of dedicated writers; expected an integer from 1 to \
+             1023, e.g. 1"
         )),
     }
 }

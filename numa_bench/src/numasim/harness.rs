@@ -168,6 +168,9 @@ pub struct RunConfig {
     pub ttas_fairness: bool,
     /// The `rw` workload's percentage of reads.
     pub read_pct: u32,
+    /// `rw` with dedicated roles: threads `0..N` only write, the others only read (`read_pct`
+    /// unused).
+    pub writers: Option<usize>,
     /// Locks of the `lockbench` workload (the other workloads have one).
     pub lockbench_locks: usize,
     /// `lockbench` as lock-bench times it: each thread runs this many operations and the run
@@ -243,6 +246,8 @@ pub struct RunResult {
     /// How long the run lasted, ns: its duration, or for a fixed number of operations per
     /// thread (`RunConfig::lockbench_ops`) until the last thread was done.
     pub elapsed_ns: u64,
+    /// `RunConfig::writers`: threads `0..N` of `per_thread` wrote, the others read.
+    pub writers: Option<usize>,
 }
 
 impl RunResult {
@@ -533,6 +538,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
         waits_ns,
         write_waits_ns,
         elapsed_ns,
+        writers: config.writers,
     })
 }
 
@@ -560,7 +566,10 @@ fn worker<L: SimLock, W: Workload>(
         config.duration_ns
     };
     while numa_sim::clock_ns() < end && fixed.is_none_or(|n| counts.ops < n) {
-        let input = W::prepare(&mut rng, config, locks.len());
+        let mut input = W::prepare(&mut rng, config, locks.len());
+        if let Some(writers) = config.writers {
+            input = W::dedicated(input, id >= writers);
+        }
         let guarded = &locks[W::lock_of(&input)];
         let called = numa_sim::clock_ns();
         if W::is_read(&input) {

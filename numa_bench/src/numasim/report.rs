@@ -35,6 +35,10 @@ pub const HOLDER_COLUMNS: [&str; 3] = ["acq_per_handoff", "alt_time_pct", "alt_o
 /// acquisitions' (the writers') p99 wait.
 pub const WRITE_WAIT_COLUMN: &str = "write_wait_p99_us";
 
+/// The columns `--writers` adds after [`WRITE_WAIT_COLUMN`]: the dedicated readers' and
+/// writers' operations per simulated second (as locktorture's columns of the same names).
+pub const ROLE_COLUMNS: [&str; 2] = ["reads_per_sec", "writes_per_sec"];
+
 /// Which optional columns a report has.
 #[derive(Clone, Copy, Debug)]
 pub struct Columns {
@@ -42,6 +46,8 @@ pub struct Columns {
     pub paths: bool,
     /// The sweep has the `rw` workload: [`WRITE_WAIT_COLUMN`] after `wait_p99_us`.
     pub write_wait: bool,
+    /// `--writers`: [`ROLE_COLUMNS`] after [`WRITE_WAIT_COLUMN`].
+    pub roles: bool,
 }
 
 /// A window of the run in which the lock averaged fewer acquisitions per handoff than this
@@ -82,12 +88,22 @@ impl Alternation {
 }
 
 /// The header: [`COLUMNS`], with [`WRITE_WAIT_COLUMN`] after `wait_p99_us` if `write_wait`,
-/// and [`PATH_COLUMNS`] and [`HOLDER_COLUMNS`] before `host_ms` if `paths`.
-pub fn columns(Columns { paths, write_wait }: Columns) -> Vec<&'static str> {
+/// then [`ROLE_COLUMNS`] if `roles`, and [`PATH_COLUMNS`] and [`HOLDER_COLUMNS`] before
+/// `host_ms` if `paths`.
+pub fn columns(
+    Columns {
+        paths,
+        write_wait,
+        roles,
+    }: Columns,
+) -> Vec<&'static str> {
     let (host_ms, rest) = COLUMNS.split_last().expect("not empty");
     let mut columns = rest.to_vec();
     if write_wait {
         columns.push(WRITE_WAIT_COLUMN);
+    }
+    if roles {
+        columns.extend(ROLE_COLUMNS);
     }
     if paths {
         columns.extend(PATH_COLUMNS);
@@ -153,6 +169,9 @@ pub struct Row {
     pub wait_p99_us: Option<f64>,
     /// The same for the exclusive acquisitions alone (`None` without any).
     pub write_wait_p99_us: Option<f64>,
+    /// With dedicated writers (`--writers`): the readers' and the writers' operations per
+    /// simulated second (`None` otherwise).
+    pub reads_writes_per_sec: Option<(f64, f64)>,
     /// Acquisitions per handoff: how many critical sections a thread runs in a row on average
     /// (`None` without handoffs).
     pub acq_per_handoff: Option<f64>,
@@ -172,9 +191,15 @@ pub fn summarize(key: RowKey, run: &RunResult) -> Row {
     let (handoffs, remote) = run.per_thread.iter().fold((0u64, 0u64), |(h, r), c| {
         (h + c.handoffs, r + c.remote_handoffs)
     });
+    let seconds = run.elapsed_ns.max(1) as f64 * 1e-9;
+    let reads_writes_per_sec = run.writers.map(|writers| {
+        let writes: u64 = run.per_thread.iter().take(writers).map(|c| c.ops).sum();
+        let reads = run.total_ops() - writes;
+        (reads as f64 / seconds, writes as f64 / seconds)
+    });
     Row {
         key,
-        ops_per_sec: run.total_ops() as f64 / (run.elapsed_ns.max(1) as f64 * 1e-9),
+        ops_per_sec: run.total_ops() as f64 / seconds,
         speedup: None,
         fairness_factor,
         max_min,
@@ -183,6 +208,7 @@ pub fn summarize(key: RowKey, run: &RunResult) -> Row {
         write_wait_p99_us: run
             .write_wait_quantile_ns(0.99)
             .map(|ns| f64::from(ns) / 1e3),
+        reads_writes_per_sec,
         acq_per_handoff: (handoffs > 0).then(|| run.total_ops() as f64 / handoffs as f64),
         alternation: Alternation::from_windows(&run.windows),
         host_ms: run.host_time.as_secs_f64() * 1e3,
@@ -227,6 +253,12 @@ fn cells(row: &Row, missing: &str, columns: Columns) -> Vec<String> {
             row.write_wait_p99_us
                 .map_or_else(|| missing.to_string(), |us| format!("{us:.2}")),
         );
+    }
+    if columns.roles {
+        match row.reads_writes_per_sec {
+            Some((reads, writes)) => cells.extend([format!("{reads:.0}"), format!("{writes:.0}")]),
+            None => cells.extend(ROLE_COLUMNS.map(|_| missing.to_string())),
+        }
     }
     if columns.paths {
         match row.paths {

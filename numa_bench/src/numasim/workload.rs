@@ -70,6 +70,12 @@ pub trait Workload: Send + 'static {
         false
     }
 
+    /// `input` made a read (`read`) or a write, for a dedicated reader or writer thread
+    /// (`--writers`); workloads without reads keep it as it is.
+    fn dedicated(input: Self::Input, _read: bool) -> Self::Input {
+        input
+    }
+
     /// A read operation (see [`Workload::is_read`]), by simulated thread `thread`, under the
     /// shared lock: it must not change the state the harness checks except through atomics.
     fn read_section(&self, _input: Self::Input, _thread: usize) {
@@ -584,6 +590,10 @@ impl Workload for Rw {
 
     fn is_read(op: &RwOp) -> bool {
         op.read
+    }
+
+    fn dedicated(op: RwOp, read: bool) -> RwOp {
+        RwOp { read, ..op }
     }
 
     fn read_section(&self, op: RwOp, _thread: usize) {
