@@ -169,7 +169,9 @@
 //!   So a waiting writer sits through one read phase at most.
 //! - **Readers are not starved by writers** (eventual fairness, as parking_lot's): a reader
 //!   that finds `WRITER` spins its spin time (on a crowded core it then yields the CPU up to
-//!   `CROWDED_READER_YIELDS` times), then registers in `waiting` and sleeps. A writer that takes
+//!   `CROWDED_READER_YIELDS` times), then registers in `waiting` and sleeps. A window it loses
+//!   to the next writer starts its spin afresh only `READER_FRESH_SPINS` times, so that the
+//!   spin ends even where writers revoke back to back. A writer that takes
 //!   `M` while readers are registered counts a *streak*; once it is at least
 //!   [`WRITER_STREAK_LIMIT`] writers and 20 µs long, the next writer gives the registered
 //!   readers a turn before it revokes: it waits (with `WRITER` clear) until they all got in, or
@@ -290,6 +292,15 @@ const FAIR_TURN: u32 = u32::MAX;
 
 /// The readers' turn ends when none of the registered readers got in for this long, in ns.
 const READER_TURN_STALL_NS: u64 = 5_000;
+
+/// How many windows a waiting reader may lose (`WRITER` cleared, and set again by the next
+/// writer before the reader got in) with its spin starting afresh after each; from the next one
+/// on, its spin goes on where it was, so that it registers once the spin is over and the
+/// writers' streak bounds its wait. A spin afresh after every lost window never ends where a
+/// writer revokes again every microsecond or so (dedicated writers), and such a reader never
+/// registered: why 3, docs/DESIGN.md, "Decision record: a waiting reader's spin does not start
+/// afresh for ever".
+const READER_FRESH_SPINS: u32 = 3;
 
 /// How many times a reader that found `WRITER` and spun its spin time yields the CPU before it
 /// registers and sleeps, where its core is crowded (more runnable threads than CPUs): the writer

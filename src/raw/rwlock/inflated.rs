@@ -248,6 +248,7 @@ impl<M: WriterLock> Inflated<M> {
         let mut yields = 0;
         let handover = crate::tunables::rwlock_writer_handover();
         let mut budget = SpinBudget::new(deadline);
+        let mut lost = 0u32;
         let entered = 'outer: loop {
             loop {
                 // Acquire: pairs with the Release of the writer's unlock (re-checked with
@@ -313,12 +314,14 @@ impl<M: WriterLock> Inflated<M> {
             if wait::expired(deadline) {
                 break false;
             }
-            if handover {
-                // With handovers, one spin for the whole acquisition, not one per window it
-                // lost: a reader that keeps losing the race to the next writer's revocation
-                // registers once its spin is over, and the writers' streak then bounds its
-                // wait (see `admit_waiting_readers`). `try_enter_reader` wrote (its slot):
-                // declare the spin's end again to numa_sim.
+            // A lost window: the next writer revoked before we got in. The spin starts afresh
+            // after the first `READER_FRESH_SPINS` (with handovers, never); after that it goes
+            // on from where it was, so that a reader that keeps losing the race to the next
+            // writer's revocation registers once its spin is over, and the writers' streak
+            // then bounds its wait (see `admit_waiting_readers`). `try_enter_reader` wrote
+            // (its slot): declare the spin's end again to numa_sim.
+            lost += 1;
+            if handover || lost > READER_FRESH_SPINS {
                 budget.redeclare();
             } else {
                 budget = SpinBudget::new(deadline);
