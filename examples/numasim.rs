@@ -121,7 +121,11 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     seed: options.seed,
                     ttas_fairness: options.ttas_fairness,
                     read_pct: options.read_pct,
-                    writers: options.writers,
+                    // Dedicated roles only where there are reads (the other workloads' rows
+                    // leave reads_per_sec and writes_per_sec empty).
+                    writers: options
+                        .writers
+                        .filter(|_| workload == cli::WorkloadKind::Rw),
                     lockbench_locks: options.lockbench_locks,
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,

@@ -857,6 +857,24 @@ fn writers_dedicate_threads_and_report_both_rates() {
     ]);
     let row = &csv_rows(&stdout)[0];
     assert!(number(row, 11) > 0.0, "--read-pct is unused: {row:?}");
+    // Beside rw, a workload without reads runs as always and leaves both rates empty.
+    let stdout = tiny(&[
+        "--threads",
+        "4",
+        "--locks",
+        "cna-rw",
+        "--workload",
+        "counter,rw",
+        "--writers",
+        "1",
+    ]);
+    let rows = csv_rows(&stdout);
+    assert_eq!(
+        (rows[0][2], rows[0][11], rows[0][12]),
+        ("counter", "", ""),
+        "{stdout}"
+    );
+    assert!(number(&rows[1], 11) > 0.0, "{stdout}");
 }
 
 #[test]
