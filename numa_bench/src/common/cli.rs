@@ -59,3 +59,23 @@ pub fn allowed_names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> St
     let names: Vec<&str> = all.iter().map(|&value| name(value)).collect();
     names.join(", ")
 }
+
+/// The most dedicated writer threads `--writers` takes, in both tools.
+pub const MAX_WRITERS: u64 = 1023;
+
+/// What is wrong with `--writers writers` beside these workloads (`has_rw`: `--workload` has
+/// `rw`) and thread counts, if anything: the `rw` workload missing, or a thread count with no
+/// reader left. Both tools' `--writers` mean the same, so the message is worded here once.
+pub fn writers_conflict(writers: usize, has_rw: bool, threads: &[usize]) -> Option<String> {
+    if !has_rw {
+        return Some(format!(
+            "--writers {writers} applies to --workload rw only, which --workload does not have"
+        ));
+    }
+    threads.iter().find(|&&n| n <= writers).map(|few| {
+        format!(
+            "--writers {writers} needs more threads than writers (at least one reader), but \
+             --threads has {few}"
+        )
+    })
+}

@@ -15,7 +15,7 @@ use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 pub use crate::common::cli::Format;
-use crate::common::cli::{List, allowed_names, find_named, parse_unique, split_list};
+use crate::common::cli::{List, MAX_WRITERS, allowed_names, find_named, parse_unique, split_list};
 
 /// The lock implementations the harness knows: the mutexes, then the rwlocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,7 +226,6 @@ const MAX_VIRTUAL_NODES: u64 = 1024;
 const MAX_PENALTY_NS: u64 = 10_000_000;
 const MAX_SLOTS: u64 = 1_000_000;
 const MAX_READ_PCT: u64 = 100;
-const MAX_WRITERS: u64 = 1023;
 const MAX_WORK: u64 = 1_000_000;
 const MAX_THINK_SPINS: u64 = 1_000_000;
 
@@ -525,18 +524,11 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
              has {one}"
         )));
     }
-    if let Some(writers) = args.writers {
-        if !args.workload.0.contains(&WorkloadKind::Rw) {
-            return Err(report(&format!(
-                "--writers {writers} applies to --workload rw only, which --workload does not have"
-            )));
-        }
-        if let Some(&few) = args.threads.0.iter().find(|&&n| n <= writers) {
-            return Err(report(&format!(
-                "--writers {writers} needs more threads than writers (at least one reader), but \
-                 --threads has {few}"
-            )));
-        }
+    if let Some(conflict) = args.writers.and_then(|writers| {
+        let has_rw = args.workload.0.contains(&WorkloadKind::Rw);
+        crate::common::cli::writers_conflict(writers, has_rw, &args.threads.0)
+    }) {
+        return Err(report(&conflict));
     }
     let locks = match args.locks {
         Some(List(locks)) => locks,

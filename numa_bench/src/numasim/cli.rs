@@ -586,18 +586,11 @@ fn validate(args: Args) -> Result<Command, String> {
             .filter(|&n| n <= machine.hw_threads())
             .collect(),
     };
-    if let Some(writers) = args.writers {
-        if !args.workload.0.contains(&WorkloadKind::Rw) {
-            return Err(format!(
-                "--writers {writers} applies to --workload rw only, which --workload does not have"
-            ));
-        }
-        if let Some(&few) = threads.iter().find(|&&n| n <= writers) {
-            return Err(format!(
-                "--writers {writers} needs more threads than writers (at least one reader), but \
-                 --threads has {few}"
-            ));
-        }
+    if let Some(conflict) = args.writers.and_then(|writers| {
+        let has_rw = args.workload.0.contains(&WorkloadKind::Rw);
+        crate::common::cli::writers_conflict(writers, has_rw, &threads)
+    }) {
+        return Err(conflict);
     }
     apply_tunables(&args)?;
     Ok(Command::Run(Options {
@@ -711,13 +704,14 @@ fn parse_read_pct(value: &str) -> Result<u32, String> {
     }
 }
 
-/// `--writers`: an integer from 1 to 1023.
+/// `--writers`: an integer from 1 to [`MAX_WRITERS`](crate::common::cli::MAX_WRITERS).
 fn parse_writers(value: &str) -> Result<usize, String> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if (1..=1023).contains(&n) => Ok(n),
+    use crate::common::cli::MAX_WRITERS;
+    match value.trim().parse::<u64>() {
+        Ok(n) if (1..=MAX_WRITERS).contains(&n) => Ok(n as usize),
         _ => Err(format!(
             "'{value}' is not a number of dedicated writers; expected an integer from 1 to \
-             1023, e.g. 1"
+             {MAX_WRITERS}, e.g. 1"
         )),
     }
 }
