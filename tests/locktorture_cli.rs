@@ -417,29 +417,20 @@ fn tiny_run_prints_well_formed_csv() {
         assert_eq!(row[3], "2", "nodes: {row:?}");
         assert_eq!(row[4], "100", "penalty_ns: {row:?}");
         assert_eq!(row[5], "1", "runs: {row:?}");
-        // How much a thread gets done in a 20 ms run is the scheduler's business: on a loaded
-        // machine a worker may not get a core before the run ends. So the figures are checked
-        // for what they must be whatever happened, and the ones that describe the threads'
-        // shares only when something was done (without any operation they are NaN).
+        // How much a thread gets done in a 20 ms run is the scheduler's business, but every
+        // worker completes at least one operation (on a loaded machine it may first run after
+        // the end), so the shares are always defined.
         let ops_per_sec = number(row, 6);
         assert!(
-            ops_per_sec >= 0.0 && ops_per_sec.is_finite(),
+            ops_per_sec > 0.0 && ops_per_sec.is_finite(),
             "ops_per_sec: {row:?}"
         );
         assert!(number(row, 7) >= 0.0, "stddev: {row:?}");
         let speedup = number(row, 8);
         assert!(speedup >= 0.0 || speedup.is_nan(), "speedup: {row:?}");
         let fairness = number(row, 9);
-        let max_min = number(row, 10);
-        if ops_per_sec > 0.0 {
-            assert!((0.5..=1.0).contains(&fairness), "fairness_factor: {row:?}");
-            assert!(max_min >= 1.0, "max_min: {row:?}");
-        } else {
-            assert!(
-                fairness.is_nan() && max_min.is_nan(),
-                "no operations: {row:?}"
-            );
-        }
+        assert!((0.5..=1.0).contains(&fairness), "fairness_factor: {row:?}");
+        assert!(number(row, 10) >= 1.0, "max_min: {row:?}");
         let remote = number(row, 11);
         assert!(
             (0.0..=100.0).contains(&remote),

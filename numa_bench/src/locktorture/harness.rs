@@ -504,8 +504,9 @@ where
     let mut counts = ThreadCounts::default();
 
     start.wait();
-    // Relaxed: see the store in `run`.
-    while !stop.load(Ordering::Relaxed) {
+    // The stop flag is read after each operation, so every worker completes at least one even
+    // when it first runs after the end of a short run (a loaded machine): a row never reads 0.
+    loop {
         for _ in 0..LOCAL_WORK_ROUNDS as u64 + work {
             rng.next_u64();
         }
@@ -524,34 +525,38 @@ where
             });
             counts.ops += 1;
             counts.reads += 1;
-            continue;
-        }
-        // Without virtual nodes: the node this thread runs on just before it asks for the lock.
-        let node = virtual_node.unwrap_or_else(topology::current_node);
-        RUNNER.set((id, node));
-        lock.with_lock(|protected| {
-            // Who runs the section: this thread, or (delegation) the holder that runs it for us,
-            // whose caches the protected data then moves to.
-            let (id, node) = if L::DELEGATES {
-                RUNNER.get()
-            } else {
-                (id, node)
-            };
-            if protected.last_thread != id {
-                if protected.last_thread != NO_THREAD {
-                    counts.handoffs += 1;
-                    if protected.last_node != node {
-                        counts.remote_handoffs += 1;
-                        spin_for(penalty);
+        } else {
+            // Without virtual nodes: the node this thread runs on just before it asks for the lock.
+            let node = virtual_node.unwrap_or_else(topology::current_node);
+            RUNNER.set((id, node));
+            lock.with_lock(|protected| {
+                // Who runs the section: this thread, or (delegation) the holder that runs it for
+                // us, whose caches the protected data then moves to.
+                let (id, node) = if L::DELEGATES {
+                    RUNNER.get()
+                } else {
+                    (id, node)
+                };
+                if protected.last_thread != id {
+                    if protected.last_thread != NO_THREAD {
+                        counts.handoffs += 1;
+                        if protected.last_node != node {
+                            counts.remote_handoffs += 1;
+                            spin_for(penalty);
+                        }
                     }
+                    protected.last_thread = id;
                 }
-                protected.last_thread = id;
-            }
-            protected.last_node = node;
-            protected.workload.critical_section(input, &mut local);
-            work_rounds(&mut rng, work);
-        });
-        counts.ops += 1;
+                protected.last_node = node;
+                protected.workload.critical_section(input, &mut local);
+                work_rounds(&mut rng, work);
+            });
+            counts.ops += 1;
+        }
+        // Relaxed: see the store in `run`.
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
     }
     // Keeps the local work alive: without a use of the final state it could be optimised away.
     black_box(rng);
@@ -807,7 +812,9 @@ fn pc_worker<L: CondvarLock<PcQueue>>(
                 not_full,
                 |queue| queue.items.len() >= slots && !queue.stop,
                 |queue| {
-                    if queue.stop {
+                    // A producer's first push still goes in after the stop if there is room, so a
+                    // run always moves a message (a row never reads 0; see `worker`).
+                    if queue.stop && (counts.ops > 0 || queue.items.len() >= slots) {
                         return None;
                     }
                     queue.items.push_back(counts.ops);
@@ -820,7 +827,7 @@ fn pc_worker<L: CondvarLock<PcQueue>>(
                 not_empty,
                 |queue| queue.items.is_empty() && !queue.stop,
                 |queue| {
-                    if queue.stop {
+                    if queue.stop && (counts.ops > 0 || queue.items.is_empty()) {
                         return None;
                     }
                     let was_full = queue.items.len() == slots;
@@ -841,3 +848,6 @@ fn pc_worker<L: CondvarLock<PcQueue>>(
     }
     counts
 }
+
+#[cfg(test)]
+mod tests;
