@@ -140,6 +140,12 @@ impl SpinBudget {
         Self::with_max_step(MAX_STEP, tunables::spin_ns(), until)
     }
 
+    /// Whether this budget backs off between looks.
+    #[cfg(test)]
+    pub(crate) fn backs_off(&self) -> bool {
+        self.max_step > 0
+    }
+
     /// Declares the budget's end again to the simulator, for a spin loop that wrote to memory
     /// since the budget was made (numa_sim compresses a declared loop only until its thread's
     /// next write). Nothing outside numa_sim.
@@ -259,6 +265,12 @@ impl Verdict {
         self.at != 0 && now.saturating_sub(self.at) < self.hold_ns()
     }
 
+    /// Whether crowding is established at `now`: two or more crowded verdicts in a row, the
+    /// last still standing.
+    fn established(self, now: u64) -> bool {
+        self.crowded && self.streak >= 2 && self.stands(now)
+    }
+
     /// How long the verdict stands.
     fn hold_ns(self) -> u64 {
         if self.crowded {
@@ -324,6 +336,23 @@ pub(crate) fn crowded_hint() -> bool {
     !EXHAUSTIVE && CROWDED.try_with(|c| c.get().crowded).unwrap_or(false)
 }
 
+/// Whether crowding is *established* for this thread: its last two or more verdicts in a row
+/// said crowded, and the last one still stands. No yield, and a clock read only then: `false`
+/// at once on a core that was not found crowded, and under loom. One crowded verdict can be a
+/// fluke (a yield that met a passing thread, or the threads of a run starting together), and
+/// a verdict whose time is over says nothing. For a waiting thread that judges its core again
+/// itself while it waits (the rwlock's readers).
+#[inline]
+pub(crate) fn crowded_established() -> bool {
+    if EXHAUSTIVE {
+        return false;
+    }
+    let Ok(verdict) = CROWDED.try_with(core::cell::Cell::get) else {
+        return false;
+    };
+    verdict.established(now_ns())
+}
+
 /// Yields the CPU, records the verdict ([`note_yield`]) and returns it: `true` if crowded.
 /// `now` is the clock as the caller just read it.
 fn timed_yield(now: u64) -> bool {
@@ -348,7 +377,7 @@ pub(crate) fn core_is_free() -> bool {
         return false;
     };
     let now = now_ns();
-    if verdict.crowded && verdict.streak >= 2 && verdict.stands(now) {
+    if verdict.established(now) {
         return false;
     }
     !timed_yield(now)
@@ -414,4 +443,48 @@ pub(crate) fn announce_and_park(word: &AtomicU32, seen: u32, flag: u32, deadline
 #[inline]
 pub(crate) fn expired(deadline: Option<u64>) -> bool {
     deadline.is_some_and(|deadline| now_ns() >= deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records a timed yield of this thread that took `took_ns`.
+    fn verdict(took_ns: u64) {
+        note_yield(took_ns, now_ns());
+    }
+
+    #[test]
+    fn crowding_is_established_by_two_crowded_verdicts_in_a_row_while_they_stand() {
+        // A fresh thread has no verdict.
+        std::thread::spawn(|| {
+            assert!(!crowded_established());
+            verdict(ALONE_YIELD_NS);
+            assert!(crowded_hint(), "one crowded verdict is a hint");
+            assert!(!crowded_established(), "but one verdict is not established");
+            verdict(ALONE_YIELD_NS);
+            assert!(crowded_established());
+            verdict(0);
+            assert!(!crowded_established(), "a free core ends it");
+            verdict(ALONE_YIELD_NS);
+            verdict(ALONE_YIELD_NS);
+            assert!(crowded_established());
+            // Two crowded verdicts in a row stand twice the recheck time.
+            std::thread::sleep(std::time::Duration::from_nanos(
+                2 * CROWDED_RECHECK_NS + 1_000_000,
+            ));
+            assert!(
+                !crowded_established(),
+                "a verdict whose time is over says nothing"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn backoff_budgets_back_off() {
+        assert!(SpinBudget::with_backoff(None).backs_off());
+        assert!(!SpinBudget::new(None).backs_off());
+    }
 }

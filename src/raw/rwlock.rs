@@ -389,6 +389,21 @@ fn reader_lane() -> usize {
         .unwrap_or(0)
 }
 
+/// A reader's budget for waiting on `state` while a writer has it revoked: without backoff, to
+/// see the writer's release at once, unless crowding is established on its core
+/// (`wait::crowded_established`). There it backs off as the writers' drain does: a reader
+/// that reads `state` in a tight loop takes the line from the writer at each of the writer's
+/// read-modify-writes on it, and a prompt look is worth little where the reader waits for a
+/// core as often as not. Why: docs/DESIGN.md, "Decision record: crowded readers back off".
+#[inline]
+fn reader_budget(deadline: Option<u64>) -> SpinBudget {
+    if wait::crowded_established() {
+        SpinBudget::with_backoff(deadline)
+    } else {
+        SpinBudget::new(deadline)
+    }
+}
+
 /// At least this many reader slots, even on one node: 2 lets the tests (and loom) put readers
 /// on two slots, so that leaving on another slot than the one entered is always exercised.
 const MIN_SLOTS: usize = 2;
@@ -683,3 +698,27 @@ pub type RawMcsRecursiveRwLock = RawNumaRwLock<RawMcs, true>;
 pub type RawCnaRecursiveRwLock = RawNumaRwLock<RawCna, true>;
 /// [`RawHqRwLock`] with recursive reads (parking_lot's `RawRwLockRecursive`).
 pub type RawHqRecursiveRwLock = RawNumaRwLock<RawHq, true>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_readers_back_off_only_where_crowding_is_established() {
+        std::thread::spawn(|| {
+            assert!(!reader_budget(None).backs_off());
+            // Two yields in a row that found another thread wanting the core.
+            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns());
+            assert!(
+                !reader_budget(None).backs_off(),
+                "one verdict is not enough"
+            );
+            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns());
+            assert!(reader_budget(None).backs_off());
+            wait::note_yield(0, crate::sync::now_ns());
+            assert!(!reader_budget(None).backs_off());
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -247,7 +247,7 @@ impl<M: WriterLock> Inflated<M> {
         // Yields made on a crowded core (`CROWDED_READER_YIELDS`), over the whole acquisition.
         let mut yields = 0;
         let handover = crate::tunables::rwlock_writer_handover();
-        let mut budget = SpinBudget::new(deadline);
+        let mut budget = reader_budget(deadline);
         let mut lost = 0u32;
         let entered = 'outer: loop {
             loop {
@@ -324,7 +324,7 @@ impl<M: WriterLock> Inflated<M> {
             if handover || lost > READER_FRESH_SPINS {
                 budget.redeclare();
             } else {
-                budget = SpinBudget::new(deadline);
+                budget = reader_budget(deadline);
             }
         };
         if registered {
