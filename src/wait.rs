@@ -449,27 +449,29 @@ pub(crate) fn expired(deadline: Option<u64>) -> bool {
 mod tests {
     use super::*;
 
-    /// Records a timed yield of this thread that took `took_ns`.
-    fn verdict(took_ns: u64) {
-        note_yield(took_ns, now_ns());
+    /// Records a timed yield of this thread that took `took_ns`, dated `ahead_ns` from now.
+    fn verdict(took_ns: u64, ahead_ns: u64) {
+        note_yield(took_ns, now_ns() + ahead_ns);
     }
+
+    /// A verdict dated this far ahead stands whatever the scheduler does to the test.
+    const AHEAD_NS: u64 = 60_000_000_000;
 
     #[test]
     fn crowding_is_established_by_two_crowded_verdicts_in_a_row_while_they_stand() {
         // A fresh thread has no verdict.
         std::thread::spawn(|| {
             assert!(!crowded_established());
-            verdict(ALONE_YIELD_NS);
+            verdict(ALONE_YIELD_NS, AHEAD_NS);
             assert!(crowded_hint(), "one crowded verdict is a hint");
             assert!(!crowded_established(), "but one verdict is not established");
-            verdict(ALONE_YIELD_NS);
+            verdict(ALONE_YIELD_NS, AHEAD_NS);
             assert!(crowded_established());
-            verdict(0);
+            verdict(0, AHEAD_NS);
             assert!(!crowded_established(), "a free core ends it");
-            verdict(ALONE_YIELD_NS);
-            verdict(ALONE_YIELD_NS);
-            assert!(crowded_established());
-            // Two crowded verdicts in a row stand twice the recheck time.
+            // Two crowded verdicts made now stand twice the recheck time, then say nothing.
+            verdict(ALONE_YIELD_NS, 0);
+            verdict(ALONE_YIELD_NS, 0);
             std::thread::sleep(std::time::Duration::from_nanos(
                 2 * CROWDED_RECHECK_NS + 1_000_000,
             ));

@@ -705,17 +705,19 @@ mod tests {
 
     #[test]
     fn waiting_readers_back_off_only_where_crowding_is_established() {
+        // Verdicts dated a minute ahead stand whatever the scheduler does to the test.
+        const AHEAD_NS: u64 = 60_000_000_000;
         std::thread::spawn(|| {
             assert!(!reader_budget(None).backs_off());
             // Two yields in a row that found another thread wanting the core.
-            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns());
+            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns() + AHEAD_NS);
             assert!(
                 !reader_budget(None).backs_off(),
                 "one verdict is not enough"
             );
-            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns());
+            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns() + AHEAD_NS);
             assert!(reader_budget(None).backs_off());
-            wait::note_yield(0, crate::sync::now_ns());
+            wait::note_yield(0, crate::sync::now_ns() + AHEAD_NS);
             assert!(!reader_budget(None).backs_off());
         })
         .join()
