@@ -288,6 +288,17 @@ struct Protected<W> {
     workload: W,
 }
 
+impl<W: Workload> Protected<W> {
+    /// The workload's fresh state for `threads` workers, before any acquisition.
+    fn new(threads: usize) -> Self {
+        Protected {
+            last_thread: NO_THREAD,
+            last_node: 0,
+            workload: W::new(threads),
+        }
+    }
+}
+
 /// The parameters of one run.
 #[derive(Clone, Copy, Debug)]
 pub struct RunConfig {
@@ -397,11 +408,7 @@ where
     W: Workload,
 {
     // Built before the clock starts: the kv map alone is 64K inserts.
-    let lock = L::new(Protected {
-        last_thread: NO_THREAD,
-        last_node: 0,
-        workload: W::new(config.threads),
-    });
+    let lock = L::new(Protected::new(config.threads));
     // The workers and this thread meet here, so all start together.
     let start = StartLine::new(config.threads);
     // Read by every worker on every iteration and written once: alone on its cache line.

@@ -25,11 +25,7 @@ where
     L: LockUnderTest<Protected<W>>,
     W: Workload,
 {
-    let lock = L::new(Protected {
-        last_thread: NO_THREAD,
-        last_node: 0,
-        workload: W::new(1),
-    });
+    let lock = L::new(Protected::new(1));
     let start = StartLine::new(1);
     let stop = AtomicBool::new(true);
     let counts = thread::scope(|scope| {
