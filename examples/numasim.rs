@@ -90,7 +90,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}, placement {}, store buffers {}",
+         stealing {}, placement {}, store buffers {}, locktorture stutter {} jiffies",
         options.duration_us,
         machine.name,
         machine.hw_threads(),
@@ -99,6 +99,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
         if options.stealing { "on" } else { "off" },
         options.placement.name(),
         if options.store_buffers { "on" } else { "off" },
+        options.stutter_jiffies,
     );
     let began = Instant::now();
     let mut rows = Vec::new();
@@ -129,6 +130,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     lockbench_locks: options.lockbench_locks,
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,
+                    stutter_jiffies: options.stutter_jiffies,
                     trace: options.trace,
                 };
                 let result = match harness::run_once(lock, workload, &config) {

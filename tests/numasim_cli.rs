@@ -183,6 +183,10 @@ fn other_bad_values_are_rejected() {
         &["'maybe'", "--store-buffers", "on", "off"],
     );
     assert_rejected(&["--seed", "x"], &["'x'", "--seed"]);
+    assert_rejected(
+        &["--locktorture-stutter", "1001"],
+        &["'1001'", "--locktorture-stutter", "0..=1000"],
+    );
     for pct in ["101", "-1", "9.5", "all", ""] {
         let quoted = format!("'{pct}'");
         assert_rejected(
@@ -522,6 +526,9 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
     }
     let help = String::from_utf8(numasim(&["--help"]).stdout).unwrap();
     assert!(help.contains("cna-kernel-wo-sro") && help.contains("spread|packed|linux"));
+    // The kernel's stutter is on by default, as in locktorture, and the header says so.
+    assert!(help.contains("--locktorture-stutter") && help.contains("[default: 5]"));
+    assert!(stderr.contains("locktorture stutter 5 jiffies"), "{stderr}");
 }
 
 #[test]

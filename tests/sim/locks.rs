@@ -749,7 +749,11 @@ fn reference(machine: &str, lock: cli::LockKind, threads: usize) -> report::Row 
 
 /// `numasim`'s defaults for one run: seed 1, 10 ms, store buffers on, no trace.
 #[cfg(not(feature = "stats"))]
-fn run_config(machine: &str, threads: usize, placement: cli::Placement) -> harness::RunConfig {
+pub(crate) fn run_config(
+    machine: &str,
+    threads: usize,
+    placement: cli::Placement,
+) -> harness::RunConfig {
     harness::RunConfig {
         machine: Machine::by_name(machine).unwrap(),
         threads,
@@ -762,6 +766,7 @@ fn run_config(machine: &str, threads: usize, placement: cli::Placement) -> harne
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
+        stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
         trace: None,
     }
 }
@@ -1668,6 +1673,7 @@ fn model_config(
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
+        stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
         trace: None,
     }
 }

@@ -5,7 +5,8 @@
 //!   against the kernel's published runs, random and PCT schedules);
 //! - `rwlock`: the rwlocks (random and PCT schedules, unfairness bounds, a read-mostly table);
 //! - `delegate`: delegation under random and PCT schedules, and the met targets of #39;
-//! - `domains`: HqMutex's per-lock memory with per-node and per-domain queues.
+//! - `domains`: HqMutex's per-lock memory with per-node and per-domain queues;
+//! - `stutter`: locktorture's halts and restarts of its writers.
 //!
 //! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
 #![cfg(numa_sim)]
@@ -14,6 +15,8 @@ mod delegate;
 mod domains;
 mod locks;
 mod rwlock;
+#[cfg(not(feature = "stats"))]
+mod stutter;
 
 /// The tunables are process-wide and cargo runs tests on several threads: every test whose
 /// figures depend on them holds this, with the defaults restored on both ends.

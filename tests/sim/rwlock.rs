@@ -667,6 +667,7 @@ fn x5_4_rw(
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
+        stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
         trace: None,
     }
 }

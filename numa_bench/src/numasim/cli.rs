@@ -205,6 +205,8 @@ const MAX_LOCKBENCH_OPS: u64 = 1_000_000;
 /// The longest simulated run: 1 s. Shuttle keeps about 16 bytes per scheduling decision, and a
 /// simulated second of a hot lock is some 10^7 to 10^8 decisions.
 const MAX_DURATION_US: u64 = 1_000_000;
+/// The longest `--locktorture-stutter`, jiffies: a second.
+const MAX_STUTTER_JIFFIES: u64 = 1_000;
 
 const ABOUT: &str = "\
 numasim: McsMutex, CnaMutex and HqMutex (and the RwLocks) on a simulated multi-socket machine
@@ -394,6 +396,14 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
 
+    /// locktorture's stutter, in jiffies of 1 ms, 0 to 1000: its writers run for J jiffies,
+    /// halt for about as long, and restart together, as the kernel's torture framework makes
+    /// them (its default: 5); 0 or 1 never halts, nor does a run whose threads fill every
+    /// hardware thread (the kthread that halts them needs one); the other workloads ignore it
+    #[arg(long, value_name = "J", default_value_t = crate::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_STUTTER_JIFFIES))]
+    locktorture_stutter: u64,
+
     /// Simulated length of one run in microseconds, 1 to 1000000
     #[arg(long, value_name = "US", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_US))]
@@ -526,6 +536,8 @@ pub struct Options {
     pub lockbench_ops: Option<u64>,
     /// Whether the simulated threads have store buffers.
     pub store_buffers: bool,
+    /// locktorture's stutter, jiffies.
+    pub stutter_jiffies: u64,
     /// Output format.
     pub format: Format,
     /// Whether to add the acquisition-path columns.
@@ -541,8 +553,8 @@ pub struct Options {
 pub enum Command {
     /// `--machine list`.
     ListMachines,
-    /// Run the sweep.
-    Run(Options),
+    /// Run the sweep (boxed: the options are most of the enum's size).
+    Run(Box<Options>),
 }
 
 /// Parses and validates the command line (program name first), and applies the tunables. On
@@ -593,7 +605,7 @@ fn validate(args: Args) -> Result<Command, String> {
         return Err(conflict);
     }
     apply_tunables(&args)?;
-    Ok(Command::Run(Options {
+    Ok(Command::Run(Box::new(Options {
         machine,
         threads,
         locks: args.locks.0,
@@ -608,11 +620,12 @@ fn validate(args: Args) -> Result<Command, String> {
         lockbench_locks: args.lockbench_locks as usize,
         lockbench_ops: (args.lockbench_ops > 0).then_some(args.lockbench_ops),
         store_buffers: args.store_buffers == Switch::On,
+        stutter_jiffies: args.locktorture_stutter,
         format: args.format,
         paths: args.paths,
         trace: args.trace,
         plot: args.plot,
-    }))
+    })))
 }
 
 /// Sets the crate's tunables through their validated setters; their errors name the value and

@@ -22,6 +22,7 @@ use crate::numasim::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
 use crate::numasim::cli::{LockKind, WorkloadKind};
 use crate::numasim::kernel::{CnaKernel, CnaKernelWoSro, QSpinLock};
 use crate::numasim::rwlocks::{PlRwLock, ShardedRw, StdRwLock};
+use crate::numasim::stutter;
 use crate::numasim::workload::{
     Counter, FreeList, Kv, LockBench, LockTorture, Rw, Workload, XorShift,
 };
@@ -178,6 +179,9 @@ pub struct RunConfig {
     pub lockbench_ops: Option<u64>,
     /// Whether the simulated threads have store buffers.
     pub store_buffers: bool,
+    /// locktorture's `stutter`, jiffies: its writers halt and restart every period (0 or 1:
+    /// never, as in the kernel; the other workloads ignore it). See [`crate::numasim::stutter`].
+    pub stutter_jiffies: u64,
     /// Record the accesses issued in this window of virtual time (ns, end excluded).
     pub trace: Option<(u64, u64)>,
 }
@@ -435,15 +439,38 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
                 .placement
                 .place(config.machine, config.threads, config.seed)
                 .expect("the command line checked the thread count");
+            // locktorture's stutter kthread and the flag it toggles, on a line of its own.
+            let stutter = stutter::kthread_hw(&placement, config.machine.hw_threads())
+                .filter(|_| {
+                    W::STUTTERS && config.stutter_jiffies > 1 && W::fixed_ops(&config).is_none()
+                })
+                .map(|hw| {
+                    let flag = Arc::new(CachePadded::new(numa_sim::atomic::AtomicU32::new(0)));
+                    let toggled = flag.clone();
+                    let kthread = thread::spawn_on(hw, move || {
+                        stutter::torture_stutter(
+                            &toggled,
+                            config.stutter_jiffies,
+                            config.duration_ns,
+                        )
+                    });
+                    (flag, kthread)
+                });
             let workers: Vec<_> = placement
                 .into_iter()
                 .enumerate()
                 .map(|(id, hw)| {
                     let locks = locks.clone();
-                    thread::spawn_on(hw, move || worker(id, &locks, &config))
+                    let flag = stutter.as_ref().map(|(flag, _)| flag.clone());
+                    thread::spawn_on(hw, move || {
+                        worker(id, &locks, flag.as_deref().map(|flag| &**flag), &config)
+                    })
                 })
                 .collect();
             let per_thread: Vec<WorkerOutcome> = workers.into_iter().map(|w| w.join()).collect();
+            if let Some((_, kthread)) = stutter {
+                kthread.join();
+            }
             let entries: u64 = per_thread.iter().map(|(c, _, _)| c.ops + c.late).sum();
             let mut windows = vec![[0u32; 2]; windows(&config)];
             let mut protected_entries = 0;
@@ -549,6 +576,7 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
 fn worker<L: SimLock, W: Workload>(
     id: usize,
     locks: &Locks<L, W>,
+    stutter: Option<&numa_sim::atomic::AtomicU32>,
     config: &RunConfig,
 ) -> WorkerOutcome {
     // Pinned: the node never changes.
@@ -665,6 +693,9 @@ fn worker<L: SimLock, W: Workload>(
             readers.writer_inside.store(false, Relaxed);
         });
         W::between_acquisitions();
+        if let Some(flag) = stutter {
+            stutter::stutter_wait(flag, end);
+        }
     }
     counts.finished_ns = numa_sim::clock_ns();
     (counts, waits, write_waits)

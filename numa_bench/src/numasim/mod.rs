@@ -8,4 +8,5 @@ pub mod harness;
 pub mod kernel;
 pub mod report;
 pub mod rwlocks;
+pub mod stutter;
 pub mod workload;

@@ -40,6 +40,10 @@ pub trait Workload: Send + 'static {
     /// the lock's, not the harness's head line).
     const ON_LOCK_LINE: bool = false;
 
+    /// Whether the run halts and restarts its threads every few jiffies as the kernel's
+    /// locktorture does (`RunConfig::stutter_jiffies`, [`crate::numasim::stutter`]).
+    const STUTTERS: bool = false;
+
     /// How many locks (each with its own copy of this state) a run has.
     fn locks(_config: &RunConfig) -> usize {
         1
@@ -381,6 +385,8 @@ impl Workload for LockTorture {
     /// Whether this critical section takes the long hold, and whether the 2 µs one.
     type Input = (bool, bool);
     type Local = ();
+
+    const STUTTERS: bool = true;
 
     fn new(threads: usize) -> Self {
         LockTorture {
