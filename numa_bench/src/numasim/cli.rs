@@ -289,7 +289,9 @@ WORKLOADS (what one critical section does; every thread stays on its hardware th
                  torture_random() draws each tested with a 64-bit %, with probability
                  1/(4*threads) a 2 us hold and with 1/(200*threads) a 100 us one (the kernel's
                  100 ms hold at 1/(200000*threads), scaled to fit a run); the writer's loop
-                 outside the lock (about 60 instructions and a draw)
+                 outside the lock (about 60 instructions and a draw); every 5 ms all writers
+                 halt for about 4 ms and restart together (the kernel's stutter, see
+                 --locktorture-stutter)
     lockbench    matklad/lock-bench (parking_lot issues #201, #418): --lockbench-locks locks,
                  each on a padded line with its counter beside it; every operation takes a
                  random lock (a xorshift step and a %) and increments its counter
