@@ -86,6 +86,10 @@ pub const TALLY_CNA_SPLICE: usize = 5;
 /// `numa_sim::tally` slot counting the CNA heads that found the lock word busy at their first
 /// look, so that ordering the queue could start.
 pub const TALLY_CNA_BUSY_AT_FIRST_LOOK: usize = 6;
+/// `numa_sim::tally` slot counting the CNA heads that took a free lock as the queue's tail
+/// while a secondary queue waited, and so spliced it back as the main queue
+/// (`cna_try_clear_tail`): each ends a stretch of ordered handoffs.
+pub const TALLY_CNA_TAIL_FLUSH: usize = 7;
 
 /// The tail encoding of simulated thread `me` (never 0 or 1, which CNA's `locked` values mean
 /// "wait" and "go without a secondary queue").
@@ -289,6 +293,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
             // Splice the secondary queue back as the main queue and hand it the MCS lock.
             return match Self::splice_head(Some((lock, val)), nodes, node, 0) {
                 Some(first) => {
+                    numa_sim::tally(TALLY_CNA_TAIL_FLUSH);
                     nodes.by_tail(first).locked.store(1, Release);
                     true
                 }
