@@ -315,20 +315,6 @@ const CROWDED_READER_YIELDS: u32 = 8;
 /// make writers slower (docs/DESIGN.md, "Decision record: rwlock reader slots").
 const SLOTS_PER_NODE: usize = 4;
 
-/// How many of [`SLOTS_PER_NODE`] lanes a node's readers spread over: no more than a node
-/// runs readers at once (its CPUs, rounded up to a power of two), since a lane spares only
-/// readers running side by side, and every lane costs each writer a line to read. 2 on a
-/// 2-CPU machine, 4 from 3 CPUs per node on. Why: docs/DESIGN.md, "Decision record: reader
-/// lanes no wider than a node's CPUs".
-fn lanes_per_node(nodes: usize) -> usize {
-    let cpus = crate::sync::modelled_cpus()
-        .unwrap_or_else(|| crate::topology::detected().cpu_count())
-        .max(1);
-    cpus.div_ceil(nodes.max(1))
-        .next_power_of_two()
-        .min(SLOTS_PER_NODE)
-}
-
 crate::sync::thread_local! {
     /// The calling thread's lane among its node's [`SLOTS_PER_NODE`] slots; `usize::MAX` until
     /// first asked.

@@ -7,7 +7,7 @@ impl<M: WriterLock> Inflated<M> {
     pub(super) fn new(recursive: bool) -> Self {
         let nodes = topology::node_count().max(topology::virtual_nodes().unwrap_or(1));
         let node_stride = nodes.min(MAX_SLOTS / SLOTS_PER_NODE).next_power_of_two();
-        let count = (node_stride * lanes_per_node(nodes)).max(MIN_SLOTS);
+        let count = (node_stride * SLOTS_PER_NODE).max(MIN_SLOTS);
         Inflated {
             writers: CachePadded::new(M::new_writer_lock()),
             state: CachePadded::new(WriterLine {
