@@ -5,7 +5,7 @@
 //! two writers per node.
 
 use numa_bench::numasim::harness::{RunConfig, WINDOW_NS};
-use numa_bench::numasim::{cli, harness, stutter};
+use numa_bench::numasim::{cli, harness, report, stutter};
 
 /// 8 locktorture writers on the X5-4, placed as the kernel's scheduler placed them, for
 /// `duration_ns` with `stutter_jiffies`.
@@ -129,12 +129,15 @@ fn cna_kernel_at_two_writers_per_node_waits_for_the_releaser_to_requeue() {
     let splices = cna.tallies[kernel::TALLY_CNA_SPLICE];
     let busy = cna.tallies[kernel::TALLY_CNA_BUSY_AT_FIRST_LOOK];
     let flushes = cna.tallies[kernel::TALLY_CNA_TAIL_FLUSH];
+    // The share of handoffs across nodes, as numasim's remote_handoff_pct column counts it.
     let remote = |run: &harness::RunResult| {
-        let (all, remote) = run
-            .per_thread
-            .iter()
-            .fold((0, 0), |(a, r), t| (a + t.handoffs, r + t.remote_handoffs));
-        remote as f64 / all as f64
+        let key = report::RowKey {
+            machine: "x5-4",
+            lock: "",
+            workload: "locktorture",
+            threads: 4,
+        };
+        report::summarize(key, run).remote_handoff_pct / 100.0
     };
     let ratio = ops as f64 / stock.total_ops() as f64;
     println!(
