@@ -532,8 +532,8 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
 }
 
 #[test]
-fn paths_adds_seven_columns_and_changes_nothing_else() {
-    let args = ["--threads", "1,8", "--locks", "mcs,cna,hq,ttas"];
+fn paths_adds_its_columns_and_changes_nothing_else() {
+    let args = ["--threads", "1,8", "--locks", "mcs,cna,hq,ttas,cna-kernel"];
     let plain = tiny(&args);
     let with_paths = tiny(&[&args[..], &["--paths"]].concat());
     assert_eq!(
@@ -543,13 +543,15 @@ fn paths_adds_seven_columns_and_changes_nothing_else() {
                 .replace(
                     ",host_ms",
                     ",fast_pct,steal_pct,queued_pct,parks_per_kacq,acq_per_handoff,\
-                     alt_time_pct,alt_ops_per_sec,host_ms"
+                     alt_time_pct,alt_ops_per_sec,cna_unordered_pct,cna_free_pct,\
+                     cna_ordered_pct,cna_flush_pct,cna_unordered_remote_pct,\
+                     cna_free_remote_pct,cna_ordered_remote_pct,cna_flush_remote_pct,host_ms"
                 )
                 .as_str()
         )
     );
     let rows = csv_rows(&with_paths);
-    assert_eq!(rows.len(), 4 * 2, "{with_paths}");
+    assert_eq!(rows.len(), 5 * 2, "{with_paths}");
     for (row, plain_row) in rows.iter().zip(csv_rows(&plain)) {
         // The counting is free: every other column but host_ms is as without --paths.
         assert_eq!(row[..10], plain_row[..10], "{row:?} vs {plain_row:?}");
@@ -570,7 +572,19 @@ fn paths_adds_seven_columns_and_changes_nothing_else() {
             assert!((0.0..=100.0).contains(&alt_time), "{row:?}");
             assert_eq!(alt_rate.is_empty(), alt_time == 0.0, "{row:?}");
         }
-        if row[1] == "ttas" {
+        // The kernel's CNA counts how its queue heads passed the lock on, and only it.
+        let cna = &row[17..25];
+        if row[1] == "cna-kernel" && row[3] != "1" {
+            let numbers: Vec<f64> = cna.iter().map(|c| c.parse().unwrap()).collect();
+            let sum: f64 = numbers[..4].iter().sum();
+            assert!((sum - 100.0).abs() < 0.05, "the paths add up: {row:?}");
+            let remote: f64 = numbers[4..].iter().sum();
+            let handoffs: f64 = row[8].parse().unwrap();
+            assert!((remote - handoffs).abs() < 5.0, "{row:?}");
+        } else {
+            assert!(cna.iter().all(|c| c.is_empty()), "{row:?}");
+        }
+        if row[1] == "ttas" || row[1] == "cna-kernel" {
             assert_eq!(paths, ["", "", "", ""], "a model counts nothing: {row:?}");
             continue;
         }

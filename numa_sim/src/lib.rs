@@ -314,7 +314,7 @@ pub fn futex_wake(word: *const atomic::AtomicU32, count: u32) {
 }
 
 /// How many events [`tally`] can tell apart.
-pub const TALLY_SLOTS: usize = 8;
+pub const TALLY_SLOTS: usize = 16;
 
 /// Counts one event of kind `slot` (below [`TALLY_SLOTS`]; the caller decides what each slot
 /// means) for the run's [`RunReport::tallies`](crate::RunReport::tallies). Free: it costs no

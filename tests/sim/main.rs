@@ -6,11 +6,13 @@
 //! - `rwlock`: the rwlocks (random and PCT schedules, unfairness bounds, a read-mostly table);
 //! - `delegate`: delegation under random and PCT schedules, and the met targets of #39;
 //! - `domains`: HqMutex's per-lock memory with per-node and per-domain queues;
-//! - `stutter`: locktorture's halts and restarts of its writers, and the validation rows of #34.
+//! - `stutter`: locktorture's halts and restarts of its writers, and the validation rows of #34;
+//! - `cna_paths`: how the kernel's CNA models pass the lock on, and why they cross nodes.
 //!
 //! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
 #![cfg(numa_sim)]
 
+mod cna_paths;
 mod delegate;
 mod domains;
 mod locks;

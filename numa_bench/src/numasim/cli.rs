@@ -336,6 +336,18 @@ COLUMNS:
                         it; every lock
     alt_ops_per_sec     the throughput within those windows: the lock's rate while its threads
                         alternate ('-' / empty if they never did)
+  with --paths, after those (the kernel's CNA models, cna-kernel and cna-kernel-wo-sro; '-' /
+  empty for the other locks): how the MCS queue heads passed the lock on, as percent of those
+  handoffs (the first four add up to 100):
+    cna_unordered_pct   no secondary queue, and shuffle reduction's draw skipped the ordering:
+                        the next waiter in arrival order gets it
+    cna_free_pct        the head found the lock word free at its first look, so it did not order
+                        (v15 orders only while the lock is busy): the next waiter in the queue
+    cna_ordered_pct     the head found the lock busy and ordered the queue while it waited
+    cna_flush_pct       the secondary queue went to the front: its 1 ms threshold passed, or the
+                        main queue behind the head was empty
+    cna_*_remote_pct    of the same handoffs, the percent (of all of them) that went to a
+                        waiter on another node; the four add up to the share that crossed nodes
 
 Progress goes to stderr, results to stdout. Bad input exits with code 2, a failed run with 1.
 Build: RUSTFLAGS=\"--cfg numa_sim\" cargo run --release --example numasim --target-dir target/sim";

@@ -90,6 +90,41 @@ pub const TALLY_CNA_BUSY_AT_FIRST_LOOK: usize = 6;
 /// while a secondary queue waited, and so spliced it back as the main queue
 /// (`cna_try_clear_tail`): each ends a stretch of ordered handoffs.
 pub const TALLY_CNA_TAIL_FLUSH: usize = 7;
+/// The first of the `numa_sim::tally` slots in which a CNA model counts the MCS handoffs its
+/// heads make, by [`CnaPath`] and side: slot `TALLY_CNA_HANDOFFS + 2 * path + remote`, where
+/// `remote` is 1 when the waiter handed the MCS lock runs on another node than the head.
+pub const TALLY_CNA_HANDOFFS: usize = 8;
+
+/// How a CNA queue head came to pass the MCS lock on (`numasim --paths`' `cna_*` columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CnaPath {
+    /// With no secondary queue, shuffle reduction's draw skipped the ordering: the handoff
+    /// goes to the next waiter in arrival order, as the stock lock's does.
+    Unordered = 0,
+    /// The head would order, but found the lock word free at its first look: v15 orders only
+    /// `while (LOCK_IS_BUSY(lock))`, so the next waiter in the main queue gets it.
+    Free = 1,
+    /// The head found the lock busy and ordered the queue while it waited.
+    Ordered = 2,
+    /// The head flushed the secondary queue to the front (its 1 ms threshold passed, or the
+    /// main queue behind it was empty: `cna_try_clear_tail`).
+    Flush = 3,
+}
+
+impl CnaPath {
+    /// Every path, in slot order.
+    pub const ALL: [CnaPath; 4] = [
+        CnaPath::Unordered,
+        CnaPath::Free,
+        CnaPath::Ordered,
+        CnaPath::Flush,
+    ];
+
+    /// The tally slot of a handoff on this path, to a waiter of another node or not.
+    pub fn slot(self, remote: bool) -> usize {
+        TALLY_CNA_HANDOFFS + 2 * self as usize + usize::from(remote)
+    }
+}
 
 /// The tail encoding of simulated thread `me` (never 0 or 1, which CNA's `locked` values mean
 /// "wait" and "go without a secondary queue").
@@ -116,6 +151,9 @@ pub struct QNode {
     /// CNA: when this head's secondary queue was started (0: none; `FLUSH_SECONDARY_QUEUE`:
     /// flush it at the handoff).
     start_time: AtomicU64,
+    /// The node the thread ran on when it queued, for [`TALLY_CNA_HANDOFFS`] only: a host
+    /// atomic, so that counting costs no simulated access.
+    home: std::sync::atomic::AtomicU32,
 }
 
 /// Every thread's node, for all the locks of one run.
@@ -131,6 +169,7 @@ impl Nodes {
                         locked: AtomicU32::new(0),
                         numa_node: AtomicU32::new(0),
                         start_time: AtomicU64::new(0),
+                        home: std::sync::atomic::AtomicU32::new(0),
                     })
                 })
                 .collect(),
@@ -257,18 +296,21 @@ impl<const SRO: bool> Cna<SRO> {
 impl<const SRO: bool> Policy for Cna<SRO> {
     fn init_node(node: &QNode) {
         // numa_node = real_numa_node; start_time = 0 (the model's threads are pinned).
-        node.numa_node
-            .store(numa_sim::current_node() as u32, Relaxed);
+        let home = numa_sim::current_node() as u32;
+        node.numa_node.store(home, Relaxed);
         node.start_time.store(0, Relaxed);
+        node.home.store(home, Relaxed);
     }
 
     fn wait_head_or_lock(&self, lock: &AtomicU32, nodes: &Nodes, me: usize) {
         let node = nodes.of(me);
         if SRO && node.locked.load(Relaxed) <= 1 && probably(SHUFFLE_REDUCTION_BITS) {
+            set_path(CnaPath::Unordered);
             return;
         }
         let start = node.start_time.load(Relaxed);
         if start == 0 || local_clock() <= start + INTRA_NODE_THRESHOLD_NS {
+            set_path(CnaPath::Free);
             // Sort the queue while the lock is busy: `while (LOCK_IS_BUSY(lock) &&
             // !cna_order_queue(node)) cpu_relax();`
             numa_sim::spin_deadline(u64::MAX);
@@ -276,6 +318,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
             while lock.load(Relaxed) & LOCKED_PENDING_MASK != 0 {
                 if std::mem::take(&mut first) {
                     numa_sim::tally(TALLY_CNA_BUSY_AT_FIRST_LOOK);
+                    set_path(CnaPath::Ordered);
                 }
                 if Self::order_queue(nodes, me) {
                     break;
@@ -283,6 +326,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
                 numa_sim::pause();
             }
         } else {
+            set_path(CnaPath::Flush);
             node.start_time.store(FLUSH_SECONDARY_QUEUE, Relaxed);
         }
     }
@@ -294,7 +338,9 @@ impl<const SRO: bool> Policy for Cna<SRO> {
             return match Self::splice_head(Some((lock, val)), nodes, node, 0) {
                 Some(first) => {
                     numa_sim::tally(TALLY_CNA_TAIL_FLUSH);
-                    nodes.by_tail(first).locked.store(1, Release);
+                    let first = nodes.by_tail(first);
+                    count_handoff(CnaPath::Flush, node, first);
+                    first.locked.store(1, Release);
                     true
                 }
                 None => false,
@@ -327,8 +373,29 @@ impl<const SRO: bool> Policy for Cna<SRO> {
                 .expect("a flush with a successor always splices");
             target = nodes.by_tail(first);
         }
+        count_handoff(path(), node, target);
         target.locked.store(val, Release);
     }
+}
+
+numa_sim::thread_local! {
+    /// The path of this thread's latest turn as a CNA head (bookkeeping for the tallies).
+    static PATH: std::cell::Cell<CnaPath> = const { std::cell::Cell::new(CnaPath::Unordered) };
+}
+
+fn set_path(path: CnaPath) {
+    PATH.with(|cell| cell.set(path));
+}
+
+fn path() -> CnaPath {
+    PATH.with(std::cell::Cell::get)
+}
+
+/// Counts a handoff from `head` to `target` on `path` ([`TALLY_CNA_HANDOFFS`]), from the host
+/// copies of their nodes.
+fn count_handoff(path: CnaPath, head: &QNode, target: &QNode) {
+    let remote = head.home.load(Relaxed) != target.home.load(Relaxed);
+    numa_sim::tally(path.slot(remote));
 }
 
 /// The kernel's `local_clock()` (x86: `native_sched_clock`, a `rdtsc` scaled by a per-CPU

@@ -8,6 +8,7 @@ use numa_locks::PathEvent;
 use crate::common::plot::{self, Point};
 use crate::common::report::{fairness, remote_handoff_pct, speedups};
 use crate::numasim::harness::RunResult;
+use crate::numasim::kernel::CnaPath;
 
 /// The CSV header, also the table's column names.
 pub const COLUMNS: [&str; 11] = [
@@ -30,6 +31,19 @@ pub const PATH_COLUMNS: [&str; 4] = ["fast_pct", "steal_pct", "queued_pct", "par
 
 /// The columns `--paths` adds after [`PATH_COLUMNS`]: how often the holder changes (every lock).
 pub const HOLDER_COLUMNS: [&str; 3] = ["acq_per_handoff", "alt_time_pct", "alt_ops_per_sec"];
+
+/// The columns `--paths` adds after [`HOLDER_COLUMNS`]: how the kernel's CNA models' queue
+/// heads passed the MCS lock on ([`CnaHandoffs`]; empty for the other locks).
+pub const CNA_COLUMNS: [&str; 8] = [
+    "cna_unordered_pct",
+    "cna_free_pct",
+    "cna_ordered_pct",
+    "cna_flush_pct",
+    "cna_unordered_remote_pct",
+    "cna_free_remote_pct",
+    "cna_ordered_remote_pct",
+    "cna_flush_remote_pct",
+];
 
 /// The column a sweep with the `rw` workload adds after `wait_p99_us`: the exclusive
 /// acquisitions' (the writers') p99 wait.
@@ -108,6 +122,7 @@ pub fn columns(
     if paths {
         columns.extend(PATH_COLUMNS);
         columns.extend(HOLDER_COLUMNS);
+        columns.extend(CNA_COLUMNS);
     }
     columns.push(host_ms);
     columns
@@ -139,6 +154,38 @@ impl Paths {
             parks_per_kacq: 1000.0 * (count(PathEvent::HeadPark) + count(PathEvent::WaiterPark))
                 / acquisitions,
         })
+    }
+}
+
+/// How a kernel CNA model's queue heads passed the MCS lock on, by [`CnaPath`]: each path's
+/// share of those handoffs, and the share of them that went to another node on that path (the
+/// four remote shares add up to the share of all of them that crossed nodes), in percent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CnaHandoffs {
+    /// Percent of the handoffs made on each path, in [`CnaPath::ALL`]'s order.
+    pub path_pct: [f64; 4],
+    /// Percent of the handoffs made on each path to a waiter of another node.
+    pub remote_pct: [f64; 4],
+}
+
+impl CnaHandoffs {
+    /// `None` when no CNA handoff was counted (every other lock).
+    pub fn from_tallies(tallies: &[u64; numa_sim::TALLY_SLOTS]) -> Option<CnaHandoffs> {
+        let count = |path: CnaPath, remote: bool| tallies[path.slot(remote)] as f64;
+        let total: f64 = CnaPath::ALL
+            .iter()
+            .map(|&path| count(path, false) + count(path, true))
+            .sum();
+        (total > 0.0).then(|| CnaHandoffs {
+            path_pct: CnaPath::ALL
+                .map(|path| 100.0 * (count(path, false) + count(path, true)) / total),
+            remote_pct: CnaPath::ALL.map(|path| 100.0 * count(path, true) / total),
+        })
+    }
+
+    /// Percent of the handoffs that went to another node, all paths.
+    pub fn remote_total_pct(&self) -> f64 {
+        self.remote_pct.iter().sum()
     }
 }
 
@@ -182,6 +229,8 @@ pub struct Row {
     pub host_ms: f64,
     /// How the acquisitions were made (this crate's locks only).
     pub paths: Option<Paths>,
+    /// How the queue heads passed the lock on (the kernel's CNA models only).
+    pub cna: Option<CnaHandoffs>,
 }
 
 /// Summarises one run; `speedup` is left for [`fill_speedups`].
@@ -213,6 +262,7 @@ pub fn summarize(key: RowKey, run: &RunResult) -> Row {
         alternation: Alternation::from_windows(&run.windows),
         host_ms: run.host_time.as_secs_f64() * 1e3,
         paths: Paths::from_tallies(&run.tallies),
+        cna: CnaHandoffs::from_tallies(&run.tallies),
     }
 }
 
@@ -276,6 +326,15 @@ fn cells(row: &Row, missing: &str, columns: Columns) -> Vec<String> {
         cells.push(number(row.acq_per_handoff, 2));
         cells.push(number(row.alternation.map(|a| a.time_pct), 1));
         cells.push(number(row.alternation.and_then(|a| a.ops_per_sec), 0));
+        match row.cna {
+            Some(cna) => cells.extend(
+                cna.path_pct
+                    .iter()
+                    .chain(&cna.remote_pct)
+                    .map(|pct| format!("{pct:.2}")),
+            ),
+            None => cells.extend(CNA_COLUMNS.map(|_| missing.to_string())),
+        }
     }
     cells.push(format!("{:.1}", row.host_ms));
     cells

@@ -1,0 +1,102 @@
+//! Where the kernel's CNA hands the lock across nodes (#34's remote-share target): the
+//! `cna_*` columns of `numasim --paths` count how each MCS queue head passed the lock on. CNA
+//! v15 orders its queue only while the lock word is busy (`cna_wait_head_or_lock`), and with
+//! shuffle reduction only once a 1-in-128 draw starts a secondary queue; the handoffs it does
+//! not order go in arrival order, across nodes as often as the stock lock's.
+
+use numa_bench::numasim::harness::RunConfig;
+use numa_bench::numasim::kernel::CnaPath;
+use numa_bench::numasim::report::{self, CnaHandoffs};
+use numa_bench::numasim::{cli, harness};
+
+/// One 10 ms run of `lock` on `workload` at `threads` on the X5-4 (seed 1, placed as the
+/// kernel's scheduler placed the writers), summarized.
+fn row(lock: cli::LockKind, workload: cli::WorkloadKind, threads: usize) -> report::Row {
+    let config = RunConfig {
+        threads,
+        ..crate::locks::run_config("x5-4", threads, cli::Placement::Linux)
+    };
+    let run = harness::run_once(lock, workload, &config).unwrap();
+    let key = report::RowKey {
+        machine: "x5-4",
+        lock: "",
+        workload: "",
+        threads,
+    };
+    report::summarize(key, &run)
+}
+
+fn pct(cna: &CnaHandoffs, path: CnaPath) -> (f64, f64) {
+    (cna.path_pct[path as usize], cna.remote_pct[path as usize])
+}
+
+/// The paths cover every queue handoff, and their remote shares add up to the share of
+/// handoffs the harness saw cross nodes (which also counts the few acquisitions made outside
+/// the queue); the stock lock has no such counts, and the variant without shuffle reduction
+/// never skips the ordering by a draw.
+#[test]
+fn the_cna_paths_add_up_to_the_remote_share() {
+    use cli::LockKind::{CnaKernel, CnaKernelWoSro, QSpinLock};
+    use cli::WorkloadKind::{Counter, Kv};
+    assert!(row(QSpinLock, Kv, 16).cna.is_none());
+    for lock in [CnaKernel, CnaKernelWoSro] {
+        for workload in [Counter, Kv] {
+            let row = row(lock, workload, 16);
+            let cna = row.cna.expect("CNA counts its handoffs");
+            println!(
+                "{lock:?} {workload:?}: {cna:?}, {:.2}% remote",
+                row.remote_handoff_pct
+            );
+            let total: f64 = cna.path_pct.iter().sum();
+            assert!((total - 100.0).abs() < 1e-6, "{total}");
+            assert!(
+                (cna.remote_total_pct() - row.remote_handoff_pct).abs() < 1.0,
+                "{lock:?} {workload:?}: {:.2} by path against {:.2}",
+                cna.remote_total_pct(),
+                row.remote_handoff_pct
+            );
+            if lock == CnaKernelWoSro {
+                assert_eq!(pct(&cna, CnaPath::Unordered), (0.0, 0.0));
+            }
+        }
+    }
+}
+
+/// Where the queue gets ordered (`kv`: a lookup in a 64 K-entry table under the lock), CNA's
+/// ordered handoffs stay on the node, and what crosses comes from the stretches that shuffle
+/// reduction leaves in arrival order after each flush. Where the critical section is one
+/// counter update (`counter`), the holder's section and release end before the new head's
+/// first look at the lock word (the MCS handoff's line, then the lock word's, each a transfer
+/// away), so neither variant ever orders: their handoffs cross nodes as the stock lock's do.
+#[test]
+fn cna_kernel_orders_only_where_the_head_finds_the_lock_busy() {
+    use cli::LockKind::{CnaKernel, CnaKernelWoSro, QSpinLock};
+    use cli::WorkloadKind::{Counter, Kv};
+    for threads in [16, 72] {
+        let kv = row(CnaKernel, Kv, threads);
+        let cna = kv.cna.unwrap();
+        println!("kv {threads}: {cna:?}");
+        let (ordered, ordered_remote) = pct(&cna, CnaPath::Ordered);
+        let (_, unordered_remote) = pct(&cna, CnaPath::Unordered);
+        assert!(ordered >= 70.0, "{cna:?}");
+        assert!(ordered_remote <= 0.02 * ordered, "{cna:?}");
+        assert!(unordered_remote >= 0.6 * cna.remote_total_pct(), "{cna:?}");
+
+        let stock = row(QSpinLock, Counter, threads).remote_handoff_pct;
+        for lock in [CnaKernel, CnaKernelWoSro] {
+            let counter = row(lock, Counter, threads);
+            let cna = counter.cna.unwrap();
+            println!("counter {threads} {lock:?}: {cna:?}; qspinlock {stock:.1}% remote");
+            assert!(pct(&cna, CnaPath::Ordered).0 < 1.0, "{cna:?}");
+            assert!(
+                pct(&cna, CnaPath::Unordered).0 + pct(&cna, CnaPath::Free).0 > 99.0,
+                "{cna:?}"
+            );
+            assert!(
+                (counter.remote_handoff_pct - stock).abs() < 5.0,
+                "{lock:?}: {:.1}% remote, qspinlock {stock:.1}%",
+                counter.remote_handoff_pct
+            );
+        }
+    }
+}
