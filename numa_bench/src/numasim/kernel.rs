@@ -79,8 +79,6 @@ const INTRA_NODE_THRESHOLD_NS: u64 = 1_000_000;
 /// `SHUFFLE_REDUCTION_PROB_ARG`: with no secondary queue, order the queue with probability
 /// 1 / 2^7.
 const SHUFFLE_REDUCTION_BITS: u32 = 7;
-/// EXPERIMENT (#34): a head orders the queue even when the lock word is free.
-const ORDER_WHILE_FREE: bool = true;
 
 /// `numa_sim::tally` slot counting the waiters a CNA head moved to the secondary queue
 /// (`cna_splice_next`); this crate's locks use the slots below it.
@@ -317,15 +315,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
             // !cna_order_queue(node)) cpu_relax();`
             numa_sim::spin_deadline(u64::MAX);
             let mut first = true;
-            // EXPERIMENT (#34, reverted): order whether or not the lock is busy, until a local
-            // successor is found or no successor has one of its own.
-            while ORDER_WHILE_FREE || lock.load(Relaxed) & LOCKED_PENDING_MASK != 0 {
-                if ORDER_WHILE_FREE && lock.load(Relaxed) & LOCKED_PENDING_MASK == 0 {
-                    let next = node.next.load(Relaxed);
-                    if next == 0 || nodes.by_tail(next).next.load(Relaxed) == 0 {
-                        break;
-                    }
-                }
+            while lock.load(Relaxed) & LOCKED_PENDING_MASK != 0 {
                 if std::mem::take(&mut first) {
                     numa_sim::tally(TALLY_CNA_BUSY_AT_FIRST_LOOK);
                     set_path(CnaPath::Ordered);
