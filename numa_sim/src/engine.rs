@@ -807,32 +807,12 @@ impl Engine {
         if line.sleepers.is_empty() {
             return;
         }
-        let home = line.home as usize;
         let sleepers = std::mem::take(&mut line.sleepers);
-        let writer_hw = self.tasks[self.current].hw;
-        let by_distance = std::env::var_os("WAKE_BY_DISTANCE").is_some();
-        let mut ranks: Vec<(Ps, u32)> = Vec::new();
-        if by_distance {
-            if let Some(w) = writer_hw {
-                for &(id, _) in &sleepers {
-                    if let Some(h) = self.tasks[id as usize].hw {
-                        let node = if std::env::var_os("WAKE_GROUP_NODE").is_some() {
-                            self.topo.places[h].node as u32
-                        } else {
-                            0
-                        };
-                        ranks.push((self.topo.transfer(w, h, home) * 1024 + node as Ps, id));
-                    }
-                }
-                ranks.sort();
-            }
-        }
         for &(id, seq) in &sleepers {
-            let rank = ranks.iter().position(|&(_, t)| t == id).unwrap_or(0) as Ps;
             let task = &mut self.tasks[id as usize];
             if task.wait == (Wait::Spinning { seq }) {
                 task.wait = Wait::Running;
-                task.clock = task.clock.min(when.max(task.sleep_start) + rank);
+                task.clock = task.clock.min(when.max(task.sleep_start));
                 // Someone may now be due before the running task: check at the next sync.
                 self.earliest_at = NEVER;
             }
