@@ -12,6 +12,7 @@
 //! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
 #![cfg(numa_sim)]
 
+#[cfg(not(feature = "stats"))]
 mod cna_paths;
 mod delegate;
 mod domains;
