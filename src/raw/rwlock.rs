@@ -64,9 +64,10 @@
 //! `BIAS`; it then counts the entries holding the key in every row handed out, with the slots,
 //! until the sum is 0, and moves any entry left (balanced by a decrement) into slot 0, so that
 //! while `BIAS` is clear no unit lives in the table and writers need not count it. The bias
-//! then stays off for 9 times what that revocation took (BRAVO's inhibition): a reader that
-//! enters through the slots looks at the clock on one entry in 16 and sets `BIAS` again once
-//! the inhibition is over.
+//! then stays off for 9 times what that revocation took (BRAVO's inhibition), twice as long
+//! for each bias in a row that writers revoked before it had lived that long (up to 2^7
+//! times): a reader that enters through the slots looks at the clock on one entry in 16 and
+//! sets `BIAS` again once the inhibition is over.
 //!
 //! **Readers** (the bias off, or no row or a busy entry) count themselves in the slot of the
 //! node they run on (one of 4 lanes, by thread), then look at `state`: if
@@ -255,9 +256,31 @@ const SLOT_LEAVE: u64 = (1 << 32) - 1;
 const WRITE_MODE_AFTER: u32 = if EXHAUSTIVE { 1 } else { 16 };
 
 /// After a revocation that found the bias set took `t` ns (counting the table's entries and
-/// waiting for those readers), the bias stays off for `REBIAS_INHIBIT * t`: writers pay for
-/// counting the table at most about 1 / (1 + `REBIAS_INHIBIT`) of their time (BRAVO's N = 9).
+/// waiting for those readers), the bias stays off for `REBIAS_INHIBIT * t` (BRAVO's N = 9):
+/// writers pay for counting the table at most about 1 / (1 + `REBIAS_INHIBIT`) of their time.
+/// That is the inhibition while the bias lives long once it is back; see
+/// [`REBIAS_BACKOFF_MAX`] for a bias that writers keep revoking soon after it came back.
 const REBIAS_INHIBIT: u64 = 9;
+
+/// A revocation that ends a bias which lived less than `REBIAS_INHIBIT * t` since the last
+/// inhibition ended doubles the next inhibition, up to `REBIAS_INHIBIT << REBIAS_BACKOFF_MAX`
+/// times `t`; one that ends a longer-lived bias goes back to `REBIAS_INHIBIT`. Why: where writes
+/// come often, each bias serves a few reads and costs a revocation that counts the table, while
+/// rare writers keep BRAVO's bias (docs/DESIGN.md, "Decision record: a bias that dies young
+/// comes back later").
+const REBIAS_BACKOFF_MAX: u32 = 7;
+
+/// After a revocation of the bias that took `took` ns, when the bias had lived at most `lived`
+/// ns since the last inhibition ended and that inhibition had doubled `backoff` times: how many
+/// times the next one doubles, and how long it lasts (ns). See [`REBIAS_BACKOFF_MAX`].
+fn next_inhibition(took: u64, lived: u64, backoff: u32) -> (u32, u64) {
+    let backoff = if lived < took.saturating_mul(REBIAS_INHIBIT) {
+        (backoff + 1).min(REBIAS_BACKOFF_MAX)
+    } else {
+        0
+    };
+    (backoff, took.saturating_mul(REBIAS_INHIBIT << backoff))
+}
 
 /// A reader that entered through the slots while the bias is off looks at the clock on one
 /// in this many such entries, to set the bias again once the inhibition is over.
@@ -574,6 +597,9 @@ struct DrainWord {
     /// The `now_ns` time before which readers do not set `BIAS` again; written by the writer
     /// that revoked a bias, read by a sample of the readers (Relaxed: only a hint).
     inhibit_until: AtomicU64,
+    /// How many times the inhibition doubled (up to [`REBIAS_BACKOFF_MAX`]): written by the
+    /// writer that revoked a bias, who holds `M` (Relaxed: `M` orders it).
+    inhibit_backoff: AtomicU32,
     /// Writers in a row that revoked an unbiased lock and found no reader (see
     /// [`WRITE_MODE_AFTER`]); the holder of `M`'s own (Relaxed: `M` orders it). On this line,
     /// which the writer's drain reads anyway, not on `state`'s (every reader reads it) or
@@ -702,6 +728,26 @@ pub type RawHqRecursiveRwLock = RawNumaRwLock<RawHq, true>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bias_that_dies_young_comes_back_later() {
+        // A bias that lived 9 times its revocation or more: BRAVO's inhibition, 9 times.
+        assert_eq!(next_inhibition(100, 900, 0), (0, 900));
+        assert_eq!(next_inhibition(100, 5_000_000, 5), (0, 900));
+        // Revoked sooner: each time the inhibition doubles, up to 2^7 times BRAVO's.
+        let mut backoff = 0;
+        for expected in [1, 2, 3, 4, 5, 6, 7, 7] {
+            let (next, inhibit) = next_inhibition(100, 899, backoff);
+            assert_eq!(next, expected);
+            assert_eq!(inhibit, 900 << expected);
+            backoff = next;
+        }
+        // A revocation that took no measurable time never doubles (0 is not less than 0), and
+        // nothing overflows.
+        assert_eq!(next_inhibition(0, 0, 3), (0, 0));
+        assert_eq!(next_inhibition(u64::MAX, 0, 7).0, 7);
+        assert_eq!(next_inhibition(u64::MAX, 0, 7).1, u64::MAX);
+    }
 
     #[test]
     fn waiting_readers_back_off_only_where_crowding_is_established() {

@@ -688,3 +688,63 @@ fn rw_row(
     };
     report::summarize(key, &run)
 }
+
+/// BRAVO keeps the readers' bias off for 9 times what revoking it took; where writers revoke
+/// the bias soon after it came back, that inhibition doubles (up to 7 times), so that the
+/// writers stop paying a count of the table for a bias that served a few reads
+/// (docs/DESIGN.md, decision record: "a bias that dies young comes back later"). Here 16
+/// readers on the X5-4's four sockets read without pause beside one writer that writes every
+/// `gap` of simulated time: every 2 µs, the bias never lives 9 revocations long and the
+/// inhibition doubles (6 times in the 2 ms, seed 1: the seventh would begin after the run);
+/// every 400 µs it lives far longer, and BRAVO's inhibition stays.
+#[test]
+fn the_bias_comes_back_later_only_where_writers_revoke_it_young() {
+    let _tunables = tunables();
+    let machine = Machine::by_name("x5-4").unwrap();
+    for (gap_ns, doublings) in [(2_000u64, 4..=7), (400_000, 0..=0)] {
+        let seen = Arc::new(std::sync::Mutex::new((None, 0u64)));
+        let out = seen.clone();
+        Simulation::new(machine).seed(1).run(move || {
+            let lock = Arc::new(CachePadded::new(RwLock::<RawNumaRwLock<RawCna>, ()>::new(
+                (),
+            )));
+            let mut workers: Vec<_> = numa_sim::placement(machine, 17)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+                .map(|(i, hw)| {
+                    let lock = lock.clone();
+                    thread::spawn_on(hw, move || {
+                        let mut writes = 0;
+                        while numa_sim::clock_ns() < 2_000_000 {
+                            if i == 0 {
+                                drop(lock.write());
+                                writes += 1;
+                                numa_sim::work(gap_ns);
+                            } else {
+                                drop(lock.read());
+                                numa_sim::work(100);
+                            }
+                        }
+                        writes
+                    })
+                })
+                .collect();
+            let writes = workers.remove(0).join();
+            workers.into_iter().for_each(|w| {
+                w.join();
+            });
+            // SAFETY: only reads the lock's diagnostic word; nobody holds or takes the lock.
+            let raw = unsafe { lock.raw() };
+            *out.lock().unwrap() = (raw.bias_inhibition_doublings(), writes);
+        });
+        let (seen, writes) = *seen.lock().unwrap();
+        println!("a write every {gap_ns} ns: {writes} writes, {seen:?} doublings");
+        assert!(writes >= 2_000_000 / (gap_ns + 20_000), "{writes} writes");
+        let seen = seen.expect("contended, so inflated");
+        assert!(
+            doublings.contains(&seen),
+            "a write every {gap_ns} ns: {seen}"
+        );
+    }
+}

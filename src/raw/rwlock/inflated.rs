@@ -18,6 +18,7 @@ impl<M: WriterLock> Inflated<M> {
             drain: CachePadded::new(DrainWord {
                 seq: AtomicU32::new(0),
                 inhibit_until: AtomicU64::new(0),
+                inhibit_backoff: AtomicU32::new(0),
                 quiet: AtomicU32::new(0),
                 slots_seen: AtomicU64::new(0),
             }),
@@ -563,12 +564,7 @@ impl<M: WriterLock> Inflated<M> {
         }
         let drained = self.drain(deadline, biased, sampled);
         if biased {
-            let now = now_ns();
-            let inhibit = now.saturating_sub(started).saturating_mul(REBIAS_INHIBIT);
-            // Relaxed: a hint for the readers (see `rebias_if_due`).
-            self.drain
-                .inhibit_until
-                .store(now.saturating_add(inhibit), Ordering::Relaxed);
+            self.inhibit_bias(started);
         }
         if drained {
             true
@@ -576,6 +572,28 @@ impl<M: WriterLock> Inflated<M> {
             self.release_writer_bit();
             false
         }
+    }
+
+    /// After a revocation that began at `started` and found the bias set: keeps the bias off
+    /// for a multiple of what the revocation took, `REBIAS_INHIBIT` times it, doubled for each
+    /// bias in a row that writers revoked before it had lived that long (up to
+    /// `REBIAS_BACKOFF_MAX` doublings). The bias came back no earlier than the last inhibition
+    /// ended, so `started` minus that end bounds how long it lived.
+    fn inhibit_bias(&self, started: u64) {
+        let now = now_ns();
+        let took = now.saturating_sub(started);
+        // Relaxed: the holder of `M` wrote both last (its `M` orders them); `inhibit_until` is
+        // a hint for the readers (see `rebias_if_due`).
+        let lived = started.saturating_sub(self.drain.inhibit_until.load(Ordering::Relaxed));
+        let (backoff, inhibit) = next_inhibition(
+            took,
+            lived,
+            self.drain.inhibit_backoff.load(Ordering::Relaxed),
+        );
+        self.drain.inhibit_backoff.store(backoff, Ordering::Relaxed);
+        self.drain
+            .inhibit_until
+            .store(now.saturating_add(inhibit), Ordering::Relaxed);
     }
 
     /// Waits (spin, then sleep on `drain`) until no reader is inside, then (recursive locks

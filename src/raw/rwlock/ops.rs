@@ -82,6 +82,21 @@ impl<M: WriterLock, const RECURSIVE: bool> RawNumaRwLock<M, RECURSIVE> {
         !is_compact(self.load_word())
     }
 
+    /// How many times in a row writers revoked the readers' bias before it had lived
+    /// `REBIAS_INHIBIT` times what revoking it took, so that the bias now stays off longer
+    /// (0 to 7 doublings); `None` while the lock is compact. For tests and diagnostics.
+    #[doc(hidden)]
+    pub fn bias_inhibition_doublings(&self) -> Option<u32> {
+        let word = self.load_word();
+        (!is_compact(word)).then(|| {
+            // Relaxed: a diagnostic; the holder of `M` writes it.
+            self.block(word)
+                .drain
+                .inhibit_backoff
+                .load(Ordering::Relaxed)
+        })
+    }
+
     /// Moves the lock from the compact state `seen` (or whatever it is by then) to an inflated
     /// block holding the same state, and returns the block. See the module docs.
     #[cold]
