@@ -188,16 +188,6 @@ impl<R: QueueLock> RawCondvar<R> {
         let mut budget = if wait::core_is_free() {
             SpinBudget::waiting(deadline)
         } else {
-            // EXPERIMENT (#36): a few looks before sleeping even on a crowded core, where the
-            // notify often comes while we would be falling asleep.
-            if !EXHAUSTIVE {
-                for _ in 0..CROWDED_SPINS {
-                    if my.cv_queued.load(Ordering::Acquire) == 0 {
-                        break;
-                    }
-                    spin_hint();
-                }
-            }
             SpinBudget::exhausted()
         };
         let timed_out = loop {
@@ -401,9 +391,6 @@ where
 
 /// `QNode::cv_queued` of a node in the list (0: not in the list).
 const CV_WAITING: u32 = 1;
-/// EXPERIMENT (#36): looks at `cv_queued` before a waiter on a crowded core sleeps.
-const CROWDED_SPINS: u32 = 64;
-
 /// Set in `QNode::cv_queued` by a listed waiter that sleeps on it: its notifier must wake it.
 const CV_PARKED: u32 = 2;
 /// Sleepers `notify_all` wakes after releasing the list lock; it wakes any more under it (1
