@@ -21,8 +21,8 @@
 //!   that comes after the release finds it. It then yields the CPU once: if the yield comes back
 //!   at once (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time
 //!   before it sleeps on its `cv_queued` word, since on a free core the notify is likely near;
-//!   otherwise it sleeps at once (spinning would only take the CPU from the thread that must
-//!   notify it). Once its yields have found the core crowded twice in a row it skips the yield
+//!   otherwise it looks at the word a few times only (`CROWDED_SPINS`), then sleeps (spinning
+//!   longer would only take the CPU from the thread that must notify it). Once its yields have found the core crowded twice in a row it skips the yield
 //!   for a while (`wait::core_is_free`): on a crowded core each one cost a time slice.
 //! - `notify_one` / `notify_all` take the oldest waiter / all of them off the list, tell each
 //!   with one swap of its `cv_queued` word, and wake those that sleep (after releasing the list
@@ -188,6 +188,17 @@ impl<R: QueueLock> RawCondvar<R> {
         let mut budget = if wait::core_is_free() {
             SpinBudget::waiting(deadline)
         } else {
+            // A few looks even on a crowded core: the notify often comes while we would be
+            // falling asleep (docs/DESIGN.md, "Decision record: a few looks before a crowded
+            // waiter sleeps").
+            if !EXHAUSTIVE {
+                for _ in 0..CROWDED_SPINS {
+                    if my.cv_queued.load(Ordering::Acquire) == 0 {
+                        break;
+                    }
+                    spin_hint();
+                }
+            }
             SpinBudget::exhausted()
         };
         let timed_out = loop {
@@ -391,6 +402,10 @@ where
 
 /// `QNode::cv_queued` of a node in the list (0: not in the list).
 const CV_WAITING: u32 = 1;
+/// How many times a waiter on a crowded core looks at `cv_queued` (with a spin hint between
+/// looks) before it sleeps, where a free core spins for the spin time.
+const CROWDED_SPINS: u32 = 64;
+
 /// Set in `QNode::cv_queued` by a listed waiter that sleeps on it: its notifier must wake it.
 const CV_PARKED: u32 = 2;
 /// Sleepers `notify_all` wakes after releasing the list lock; it wakes any more under it (1
