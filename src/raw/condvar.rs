@@ -22,8 +22,9 @@
 //!   at once (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time
 //!   before it sleeps on its `cv_queued` word, since on a free core the notify is likely near;
 //!   otherwise it looks at the word a few times only (`CROWDED_SPINS`), then sleeps (spinning
-//!   longer would only take the CPU from the thread that must notify it). Once its yields have found the core crowded twice in a row it skips the yield
-//!   for a while (`wait::core_is_free`): on a crowded core each one cost a time slice.
+//!   longer would only take the CPU from the thread that must notify it). Once its yields have
+//!   found the core crowded twice in a row it skips the yield for a while
+//!   (`wait::core_is_free`): on a crowded core each one cost a time slice.
 //! - `notify_one` / `notify_all` take the oldest waiter / all of them off the list, tell each
 //!   with one swap of its `cv_queued` word, and wake those that sleep (after releasing the list
 //!   lock, a few at a time). A notify with nobody waiting is a lock, a load and an unlock: no
@@ -402,12 +403,11 @@ where
 
 /// `QNode::cv_queued` of a node in the list (0: not in the list).
 const CV_WAITING: u32 = 1;
+/// Set in `QNode::cv_queued` by a listed waiter that sleeps on it: its notifier must wake it.
+const CV_PARKED: u32 = 2;
 /// How many times a waiter on a crowded core looks at `cv_queued` (with a spin hint between
 /// looks) before it sleeps, where a free core spins for the spin time.
 const CROWDED_SPINS: u32 = 64;
-
-/// Set in `QNode::cv_queued` by a listed waiter that sleeps on it: its notifier must wake it.
-const CV_PARKED: u32 = 2;
 /// Sleepers `notify_all` wakes after releasing the list lock; it wakes any more under it (1
 /// under loom, so that two sleepers take both paths).
 const WAKE_BATCH: usize = if cfg!(loom) { 1 } else { 8 };
