@@ -86,15 +86,14 @@ const FAIR: u32 = 8;
 const HANDED: u32 = 16;
 /// How many times an arriving thread looks at a busy lock before it queues
 /// ([`LockWord::spin_steal`]): the first [`STEAL_SPINS`] after 2, 4 and 8 `pause`s, the others
-/// after yielding the CPU (parking_lot's `SpinWait` schedule; on a crowded core the third too,
-/// see [`CROWDED_STEAL_SPINS`]). Yielding keeps the looks rare enough not to slow the holder
-/// down, and gives the core away when threads outnumber cores.
+/// after yielding the CPU (parking_lot's `SpinWait` schedule). Yielding keeps the looks rare
+/// enough not to slow the holder down, and gives the core away when threads outnumber cores.
 ///
-/// The yield after the fourth look is timed; on a machine with one NUMA node, if it came back
-/// within [`ALONE_YIELD_NS`] (nobody else was waiting for the core) a pause phase follows: it
-/// spins until half the spin time (`tunables::spin_time`, 2.5 µs by default) has passed,
-/// looking at the lock halfway and at the end. It is bounded by the clock, not by a count,
-/// because a `pause` costs 10 to 140 cycles depending on the CPU.
+/// On a machine with one NUMA node, the first yield is timed, and if it came back within
+/// [`ALONE_YIELD_NS`] (nobody else was waiting for the core) a pause phase follows: it spins
+/// until half the spin time (`tunables::spin_time`, 2.5 µs by default) has passed, looking at
+/// the lock halfway and at the end. It is bounded by the clock, not by a count, because a
+/// `pause` costs 10 to 140 cycles depending on the CPU.
 ///
 /// Why: with two threads on two cores, a waiter that queues and parks makes every unlock of the
 /// running thread pay a futex wake; the yield test keeps the phase away from crowded cores. On
@@ -102,14 +101,6 @@ const HANDED: u32 = 16;
 /// queue (docs/DESIGN.md, "Decision record: the arrivals' spin").
 const STEAL_TRIES: u32 = 10;
 const STEAL_SPINS: u32 = 3;
-/// On a crowded core (`wait::crowded_hint`), how many of [`STEAL_SPINS`]'s looks come after
-/// `pause`s; the next one comes after a plain yield. There the holder runs on another CPU, and
-/// where it takes the lock again at once (a tight loop) a look that wins between two of its
-/// acquisitions moves the lock and its data to this CPU, to be taken back soon after; the two
-/// shorter spins still catch a holder that releases and goes on to other work, as a producer
-/// or a consumer does (docs/DESIGN.md, "Decision record: crowded arrivals yield before their
-/// third look").
-const CROWDED_STEAL_SPINS: u32 = 2;
 /// `pause`s between two clock reads of the pause phase.
 const STEAL_PAUSE_BATCH: u32 = 16;
 /// A `sched_yield` that returns within this found nobody else to run (see `wait::crowded`).
@@ -410,13 +401,6 @@ impl LockWord {
                 return false;
             }
         }
-        // Where the last verdict says crowded (nothing renews it before the timed yield), the
-        // third look comes after a yield, not after 8 `pause`s: see `CROWDED_STEAL_SPINS`.
-        let spins = if wait::crowded_hint() {
-            CROWDED_STEAL_SPINS
-        } else {
-            STEAL_SPINS
-        };
         for attempt in 0..STEAL_TRIES {
             if self.try_steal_from(node) {
                 return true;
@@ -430,7 +414,7 @@ impl LockWord {
             if EXHAUSTIVE || (!nobody_queued() && !wait::crowded_hint()) {
                 return false;
             }
-            if attempt < spins {
+            if attempt < STEAL_SPINS {
                 for _ in 0..2u32 << attempt {
                     crate::sync::spin_hint();
                 }
