@@ -194,6 +194,8 @@ impl<R: QueueLock> RawCondvar<R> {
             // waiter sleeps").
             if !EXHAUSTIVE {
                 for _ in 0..CROWDED_SPINS {
+                    // Acquire, as the loop's load below (which re-reads the word before we reuse
+                    // the node): it pairs with the notifier's Release swap.
                     if my.cv_queued.load(Ordering::Acquire) == 0 {
                         break;
                     }
