@@ -118,7 +118,8 @@ fn unknown_lock_and_workload_are_rejected() {
         &[
             "'foo'",
             "--locks",
-            "mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
+            "mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, cna-kernel-v13, cna-kernel-v13-wo-sro, std, \
+             pthread, ttas, spin-mcs, mcs-rw, cna-rw, \
              hq-rw, pl-rwlock, std-rwlock, sharded-rw, mcs-delegate, cna-delegate, hq-delegate",
         ],
     );
@@ -493,8 +494,8 @@ fn packed_placement_keeps_every_handoff_on_one_node() {
 }
 
 /// `--placement linux` puts 2 threads on one node (the scheduler keeps a pair together), so no
-/// handoff crosses nodes; `--help` lists it and `cna-kernel-wo-sro`, which runs beside
-/// `cna-kernel`.
+/// handoff crosses nodes; `--help` lists it and the CNA variants (`cna-kernel-wo-sro`, and v13
+/// with and without shuffle reduction), which run beside `cna-kernel`.
 #[test]
 fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
     let args = [
@@ -507,7 +508,7 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
         "--threads",
         "2",
         "--locks",
-        "qspinlock,cna-kernel,cna-kernel-wo-sro",
+        "qspinlock,cna-kernel,cna-kernel-wo-sro,cna-kernel-v13,cna-kernel-v13-wo-sro",
         "--workload",
         "locktorture",
         "--placement",
@@ -520,12 +521,22 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
     let stdout = String::from_utf8(output.stdout).unwrap();
     let rows = csv_rows(&stdout);
     let locks: Vec<&str> = rows.iter().map(|row| row[1]).collect();
-    assert_eq!(locks, ["qspinlock", "cna-kernel", "cna-kernel-wo-sro"]);
+    assert_eq!(
+        locks,
+        [
+            "qspinlock",
+            "cna-kernel",
+            "cna-kernel-wo-sro",
+            "cna-kernel-v13",
+            "cna-kernel-v13-wo-sro"
+        ]
+    );
     for row in &rows {
         assert_eq!(row[8], "0.00", "{}: 2 threads share a node", row[1]);
     }
     let help = String::from_utf8(numasim(&["--help"]).stdout).unwrap();
     assert!(help.contains("cna-kernel-wo-sro") && help.contains("spread|packed|linux"));
+    assert!(help.contains("cna-kernel-v13") && help.contains("cna-kernel-v13-wo-sro"));
     // The kernel's stutter is on by default, as in locktorture, and the header says so.
     assert!(help.contains("--locktorture-stutter") && help.contains("[default: 5]"));
     assert!(stderr.contains("locktorture stutter 5 jiffies"), "{stderr}");

@@ -31,6 +31,10 @@ pub enum LockKind {
     CnaKernel,
     /// The same model without the series' shuffle reduction (kernel.rs).
     CnaKernelWoSro,
+    /// The model of the kernel's qspinlock with CNA v13's slow path (kernel.rs).
+    CnaKernelV13,
+    /// The same v13 model without shuffle reduction (kernel.rs).
+    CnaKernelV13WoSro,
     /// The model of Rust std's futex mutex (baselines.rs).
     Std,
     /// The model of Rust std's mutex before 1.62: a boxed glibc pthread mutex (baselines.rs).
@@ -61,13 +65,15 @@ pub enum LockKind {
 
 impl LockKind {
     /// Every lock, in the order the help lists them.
-    pub const ALL: [LockKind; 19] = [
+    pub const ALL: [LockKind; 21] = [
         Self::Mcs,
         Self::Cna,
         Self::Hq,
         Self::QSpinLock,
         Self::CnaKernel,
         Self::CnaKernelWoSro,
+        Self::CnaKernelV13,
+        Self::CnaKernelV13WoSro,
         Self::Std,
         Self::Pthread,
         Self::Ttas,
@@ -92,6 +98,8 @@ impl LockKind {
             Self::QSpinLock => "qspinlock",
             Self::CnaKernel => "cna-kernel",
             Self::CnaKernelWoSro => "cna-kernel-wo-sro",
+            Self::CnaKernelV13 => "cna-kernel-v13",
+            Self::CnaKernelV13WoSro => "cna-kernel-v13-wo-sro",
             Self::Std => "std",
             Self::Pthread => "pthread",
             Self::Ttas => "ttas",
@@ -229,12 +237,21 @@ LOCKS:
                   32-bit word (locked byte, pending bit, 16-bit tail), the pending waiter, an MCS
                   queue whose head spins on the word; byte and halfword plain stores; never parks
     cna-kernel    MODEL of the kernel's qspinlock with the CNA series' slow path (v15): the MCS
-                  head moves waiters of other nodes to a secondary queue while it waits, passes
-                  the lock within its node, flushes the secondary queue after 1 ms; shuffle
-                  reduction (with no secondary queue, only one head in 128 looks); never parks
+                  head moves waiters of other nodes to a secondary queue while the lock word is
+                  busy, passes the lock within its node, flushes the secondary queue after 1 ms;
+                  shuffle reduction (with no secondary queue, only one head in 128 looks);
+                  never parks
     cna-kernel-wo-sro
-                  MODEL of the same without shuffle reduction (the series' w/o SRO column):
-                  every head orders the queue while the lock is busy
+                  MODEL of the same without shuffle reduction: every head orders the queue
+                  while the lock is busy
+    cna-kernel-v13
+                  MODEL of the CNA slow path as v13 of the series has it (the code of its cover
+                  letter's locktorture table): the MCS head looks at its successor once,
+                  whether or not the lock is busy (again at the handoff if it had none), moves
+                  it to the secondary queue if it is of another node; flush after 10 ms (in
+                  jiffies); shuffle reduction; never parks
+    cna-kernel-v13-wo-sro
+                  MODEL of v13 without shuffle reduction (that table's w/o SRO column)
     std           MODEL of Rust std's futex mutex (Rust 1.62+): states 0/1/2, up to 100 loads
                   while locked, then swap in 2 and futex_wait; unlock swaps in 0 and wakes one
                   sleeper if the word was 2
@@ -336,15 +353,15 @@ COLUMNS:
                         it; every lock
     alt_ops_per_sec     the throughput within those windows: the lock's rate while its threads
                         alternate ('-' / empty if they never did)
-  with --paths, after those (the kernel's CNA models, cna-kernel and cna-kernel-wo-sro; '-' /
+  with --paths, after those (the kernel's CNA models, cna-kernel* ; '-' /
   empty for the other locks): how the MCS queue heads passed the lock on, as percent of those
   handoffs (the first four add up to 100):
     cna_unordered_pct   no secondary queue, and shuffle reduction's draw skipped the ordering:
                         the next waiter in arrival order gets it
     cna_free_pct        the head found the lock word free at its first look, so it did not order
                         (v15 orders only while the lock is busy): the next waiter in the queue
-    cna_ordered_pct     the head found the lock busy and ordered the queue while it waited
-    cna_flush_pct       the secondary queue went to the front: its 1 ms threshold passed, or the
+    cna_ordered_pct     the head ordered the queue (v15: it found the lock busy; v13: always)
+    cna_flush_pct       the secondary queue went to the front: its threshold passed, or the
                         main queue behind the head was empty
     cna_*_remote_pct    of the same handoffs, the percent (of all of them) that went to a
                         waiter on another node; the four add up to the share that crossed nodes
@@ -371,11 +388,11 @@ struct Args {
     #[arg(long, value_name = "LIST", value_parser = parse_threads, allow_hyphen_values = true)]
     threads: Option<List<usize>>,
 
-    /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro, std,
-    /// pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw, pl-rwlock, std-rwlock, sharded-rw,
-    /// mcs-delegate, cna-delegate, hq-delegate (models:
-    /// qspinlock, cna-kernel, cna-kernel-wo-sro, std, pthread, ttas, spin-mcs, pl-rwlock,
-    /// std-rwlock, sharded-rw; see LOCKS)
+    /// Comma list of locks; allowed: mcs, cna, hq, qspinlock, cna-kernel, cna-kernel-wo-sro,
+    /// cna-kernel-v13, cna-kernel-v13-wo-sro, std, pthread, ttas, spin-mcs, mcs-rw, cna-rw, hq-rw,
+    /// pl-rwlock, std-rwlock, sharded-rw, mcs-delegate, cna-delegate, hq-delegate (models:
+    /// qspinlock, the four cna-kernel*, std, pthread, ttas, spin-mcs, pl-rwlock, std-rwlock,
+    /// sharded-rw; see LOCKS)
     #[arg(long, value_name = "LIST", value_parser = parse_locks, default_value = "mcs,cna,hq,ttas")]
     locks: List<LockKind>,
 

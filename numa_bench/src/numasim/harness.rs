@@ -20,7 +20,9 @@ use numa_sim::{Access, Machine, Simulation, thread};
 
 use crate::numasim::baselines::{Pthread, SpinMcs, StdMutex, Ttas};
 use crate::numasim::cli::{LockKind, WorkloadKind};
-use crate::numasim::kernel::{CnaKernel, CnaKernelWoSro, QSpinLock};
+use crate::numasim::kernel::{
+    CnaKernel, CnaKernelV13, CnaKernelV13WoSro, CnaKernelWoSro, QSpinLock,
+};
 use crate::numasim::rwlocks::{PlRwLock, ShardedRw, StdRwLock};
 use crate::numasim::stutter;
 use crate::numasim::workload::{
@@ -363,6 +365,8 @@ fn run_workload<W: Workload>(lock: LockKind, config: &RunConfig) -> Result<RunRe
         LockKind::QSpinLock => run::<QSpinLock, W>(config),
         LockKind::CnaKernel => run::<CnaKernel, W>(config),
         LockKind::CnaKernelWoSro => run::<CnaKernelWoSro, W>(config),
+        LockKind::CnaKernelV13 => run::<CnaKernelV13, W>(config),
+        LockKind::CnaKernelV13WoSro => run::<CnaKernelV13WoSro, W>(config),
         LockKind::Std => run::<StdMutex, W>(config),
         LockKind::Pthread => run::<Pthread, W>(config),
         LockKind::Ttas => run::<Ttas, W>(config),

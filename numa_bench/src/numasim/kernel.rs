@@ -80,6 +80,18 @@ const INTRA_NODE_THRESHOLD_NS: u64 = 1_000_000;
 /// 1 / 2^7.
 const SHUFFLE_REDUCTION_BITS: u32 = 7;
 
+/// CNA v13's `intra_node_handoff_threshold`: `MSECS_TO_JIFFIES(10)`, the 10 ms default of the
+/// series before v15, in jiffies of [`JIFFY_NS`].
+const V13_THRESHOLD_JIFFIES: u64 = 10;
+/// A jiffy at `CONFIG_HZ=1000`, as the locktorture stutter takes it
+/// (`numa_bench::numasim::stutter`).
+const JIFFY_NS: u64 = 1_000_000;
+/// CNA v13's `partial_order` values (`enum { LOCAL_WAITER_FOUND, LOCAL_WAITER_NOT_FOUND,
+/// FLUSH_SECONDARY_QUEUE }`).
+const V13_LOCAL_WAITER_FOUND: u32 = 0;
+const V13_LOCAL_WAITER_NOT_FOUND: u32 = 1;
+const V13_FLUSH_SECONDARY_QUEUE: u32 = 2;
+
 /// `numa_sim::tally` slot counting the waiters a CNA head moved to the secondary queue
 /// (`cna_splice_next`); this crate's locks use the slots below it.
 pub const TALLY_CNA_SPLICE: usize = 5;
@@ -149,8 +161,12 @@ pub struct QNode {
     /// CNA: the NUMA node this waiter counts as (the preferred node, once a head passed it on).
     numa_node: AtomicU32,
     /// CNA: when this head's secondary queue was started (0: none; `FLUSH_SECONDARY_QUEUE`:
-    /// flush it at the handoff).
+    /// flush it at the handoff). CNA v13: in jiffies.
     start_time: AtomicU64,
+    /// CNA v13: what the head's look at the queue decided (`cn->partial_order`:
+    /// [`V13_LOCAL_WAITER_FOUND`], [`V13_LOCAL_WAITER_NOT_FOUND`] or
+    /// [`V13_FLUSH_SECONDARY_QUEUE`]).
+    partial_order: AtomicU32,
     /// The node the thread ran on when it queued, for [`TALLY_CNA_HANDOFFS`] only: a host
     /// atomic, so that counting costs no simulated access.
     home: std::sync::atomic::AtomicU32,
@@ -169,6 +185,7 @@ impl Nodes {
                         locked: AtomicU32::new(0),
                         numa_node: AtomicU32::new(0),
                         start_time: AtomicU64::new(0),
+                        partial_order: AtomicU32::new(0),
                         home: std::sync::atomic::AtomicU32::new(0),
                     })
                 })
@@ -237,60 +254,81 @@ impl<const SRO: bool> Cna<SRO> {
         }
         let nnext = succ.next.load(Relaxed);
         if nnext != 0 {
-            Self::splice_next(nodes, node, next, nnext);
+            splice_next(nodes, node, next, nnext, local_clock);
         }
         false
     }
+}
 
-    /// `cna_splice_next`: `next` leaves the main queue for the tail of the secondary queue, a
-    /// circular list whose tail encoding our `locked` carries.
-    fn splice_next(nodes: &Nodes, node: &QNode, next: u32, nnext: u32) {
-        numa_sim::tally(TALLY_CNA_SPLICE);
-        node.next.store(nnext, Relaxed);
-        let succ = nodes.by_tail(next);
-        let locked = node.locked.load(Relaxed);
-        if locked <= 1 {
-            // Create the secondary queue.
-            succ.next.store(next, Relaxed);
-            node.start_time.store(local_clock(), Relaxed);
-        } else {
-            let tail_2nd = nodes.by_tail(locked);
-            let head_2nd = tail_2nd.next.load(Relaxed);
-            tail_2nd.next.store(next, Relaxed);
-            succ.next.store(head_2nd, Relaxed);
-        }
-        node.locked.store(next, Relaxed);
-    }
-
-    /// `cna_splice_head`: the secondary queue goes to the head of the main queue. With a
-    /// successor `next`, the secondary tail links to it; without one, the secondary tail
-    /// becomes the lock's tail by CAS (`val` → its encoding, locked), restored if that fails.
-    /// Returns the new first waiter, or `None` when the CAS failed.
-    fn splice_head(
-        lock: Option<(&AtomicU32, u32)>,
-        nodes: &Nodes,
-        node: &QNode,
-        next: u32,
-    ) -> Option<u32> {
-        let tail_enc = node.locked.load(Relaxed);
-        let tail_2nd = nodes.by_tail(tail_enc);
+/// `cna_splice_next`: `next` leaves the main queue for the tail of the secondary queue, a
+/// circular list whose tail encoding our `locked` carries; a new secondary queue's start is
+/// `clock()` (v15: `local_clock()`; v13: `jiffies`, never 0).
+fn splice_next(nodes: &Nodes, node: &QNode, next: u32, nnext: u32, clock: fn() -> u64) {
+    numa_sim::tally(TALLY_CNA_SPLICE);
+    node.next.store(nnext, Relaxed);
+    let succ = nodes.by_tail(next);
+    let locked = node.locked.load(Relaxed);
+    if locked <= 1 {
+        // Create the secondary queue.
+        succ.next.store(next, Relaxed);
+        node.start_time.store(clock(), Relaxed);
+    } else {
+        let tail_2nd = nodes.by_tail(locked);
         let head_2nd = tail_2nd.next.load(Relaxed);
-        if next != 0 {
-            tail_2nd.next.store(next, Relaxed);
-        } else {
-            tail_2nd.next.store(0, Relaxed);
-            let (word, val) = lock.expect("without a successor the lock word is given");
-            // atomic_try_cmpxchg_release
-            if word
-                .compare_exchange(val, tail_enc | LOCKED_VAL, Release, Relaxed)
-                .is_err()
-            {
-                tail_2nd.next.store(head_2nd, Relaxed);
-                return None;
-            }
-        }
-        Some(head_2nd)
+        tail_2nd.next.store(next, Relaxed);
+        succ.next.store(head_2nd, Relaxed);
     }
+    node.locked.store(next, Relaxed);
+}
+
+/// `cna_splice_head`: the secondary queue goes to the head of the main queue. With a
+/// successor `next`, the secondary tail links to it; without one, the secondary tail
+/// becomes the lock's tail by CAS (`val` → its encoding, locked), restored if that fails.
+/// Returns the new first waiter, or `None` when the CAS failed.
+fn splice_head(
+    lock: Option<(&AtomicU32, u32)>,
+    nodes: &Nodes,
+    node: &QNode,
+    next: u32,
+) -> Option<u32> {
+    let tail_enc = node.locked.load(Relaxed);
+    let tail_2nd = nodes.by_tail(tail_enc);
+    let head_2nd = tail_2nd.next.load(Relaxed);
+    if next != 0 {
+        tail_2nd.next.store(next, Relaxed);
+    } else {
+        tail_2nd.next.store(0, Relaxed);
+        let (word, val) = lock.expect("without a successor the lock word is given");
+        // atomic_try_cmpxchg_release
+        if word
+            .compare_exchange(val, tail_enc | LOCKED_VAL, Release, Relaxed)
+            .is_err()
+        {
+            tail_2nd.next.store(head_2nd, Relaxed);
+            return None;
+        }
+    }
+    Some(head_2nd)
+}
+
+/// `cna_try_clear_tail` (v13 and v15): we are the tail and the lock word is free. With a
+/// secondary queue, splice it back as the main queue and hand it the MCS lock; without one,
+/// do what the stock lock does.
+fn cna_try_clear_tail(lock: &AtomicU32, val: u32, nodes: &Nodes, me: usize) -> bool {
+    let node = nodes.of(me);
+    if node.locked.load(Relaxed) > 1 {
+        return match splice_head(Some((lock, val)), nodes, node, 0) {
+            Some(first) => {
+                numa_sim::tally(TALLY_CNA_TAIL_FLUSH);
+                let first = nodes.by_tail(first);
+                count_handoff(CnaPath::Flush, node, first);
+                first.locked.store(1, Release);
+                true
+            }
+            None => false,
+        };
+    }
+    Stock.try_clear_tail(lock, val, nodes, me)
 }
 
 impl<const SRO: bool> Policy for Cna<SRO> {
@@ -332,21 +370,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
     }
 
     fn try_clear_tail(&self, lock: &AtomicU32, val: u32, nodes: &Nodes, me: usize) -> bool {
-        let node = nodes.of(me);
-        if node.locked.load(Relaxed) > 1 {
-            // Splice the secondary queue back as the main queue and hand it the MCS lock.
-            return match Self::splice_head(Some((lock, val)), nodes, node, 0) {
-                Some(first) => {
-                    numa_sim::tally(TALLY_CNA_TAIL_FLUSH);
-                    let first = nodes.by_tail(first);
-                    count_handoff(CnaPath::Flush, node, first);
-                    first.locked.store(1, Release);
-                    true
-                }
-                None => false,
-            };
-        }
-        Stock.try_clear_tail(lock, val, nodes, me)
+        cna_try_clear_tail(lock, val, nodes, me)
     }
 
     fn lock_handoff(&self, nodes: &Nodes, me: usize, next: &QNode) {
@@ -369,13 +393,122 @@ impl<const SRO: bool> Policy for Cna<SRO> {
         } else {
             // Flush: the secondary queue goes first, then our successor.
             let next_enc = node.next.load(Relaxed);
-            let first = Self::splice_head(None, nodes, node, next_enc)
+            let first = splice_head(None, nodes, node, next_enc)
                 .expect("a flush with a successor always splices");
             target = nodes.by_tail(first);
         }
         count_handoff(path(), node, target);
         target.locked.store(val, Release);
     }
+}
+
+/// CNA's hooks as v13 of the series has them (patches 3–6 of "[PATCH v13 0/6] Add
+/// NUMA-awareness to qspinlock", 2020-12-23): the code of the v13 cover letter's locktorture
+/// table (v5.10-rc7, with and without shuffle reduction). v13 orders differently from v15: the
+/// MCS head looks at its successor once while it waits, whether or not the lock is busy,
+/// moves it to the secondary queue if it is of another node and has a successor of its own,
+/// and marks whichever waiter is then next as of the head's node (the preference passes on,
+/// even to a waiter of another node); a head that had no successor at its look looks again
+/// when it passes the MCS lock on. The secondary queue's age is kept in jiffies and flushed
+/// after 10 ms (`MSECS_TO_JIFFIES(10)`). v15 (the series' last version, [`Cna`]) replaced
+/// the single look by a scan `while (LOCK_IS_BUSY(lock))` and the jiffies by `local_clock()`
+/// with a 1 ms default ("Changes from v14" in its cover letter).
+#[derive(Default)]
+pub struct CnaV13<const SRO: bool>;
+
+impl<const SRO: bool> CnaV13<SRO> {
+    /// v13's `cna_order_queue`: no successor: not found; a successor of another node with a
+    /// successor of its own goes to the secondary queue, and the waiter now next inherits our
+    /// node; found either way.
+    fn order_queue(nodes: &Nodes, me: usize) -> u32 {
+        let node = nodes.of(me);
+        let mut next = node.next.load(Relaxed);
+        if next == 0 {
+            return V13_LOCAL_WAITER_NOT_FOUND;
+        }
+        let numa = node.numa_node.load(Relaxed);
+        if nodes.by_tail(next).numa_node.load(Relaxed) != numa {
+            let nnext = nodes.by_tail(next).next.load(Relaxed);
+            if nnext != 0 {
+                splice_next(nodes, node, next, nnext, jiffies_nonzero);
+                next = nnext;
+            }
+            nodes.by_tail(next).numa_node.store(numa, Relaxed);
+        }
+        V13_LOCAL_WAITER_FOUND
+    }
+}
+
+impl<const SRO: bool> Policy for CnaV13<SRO> {
+    fn init_node(node: &QNode) {
+        Cna::<SRO>::init_node(node);
+    }
+
+    fn wait_head_or_lock(&self, _lock: &AtomicU32, nodes: &Nodes, me: usize) {
+        let node = nodes.of(me);
+        let order = if SRO && node.locked.load(Relaxed) <= 1 && probably(SHUFFLE_REDUCTION_BITS) {
+            set_path(CnaPath::Unordered);
+            V13_LOCAL_WAITER_FOUND
+        } else {
+            let start = node.start_time.load(Relaxed);
+            // !intra_node_threshold_reached: jiffies - (start_time + threshold) <= 0.
+            if start == 0 || jiffies() <= start + V13_THRESHOLD_JIFFIES {
+                set_path(CnaPath::Ordered);
+                Self::order_queue(nodes, me)
+            } else {
+                set_path(CnaPath::Flush);
+                V13_FLUSH_SECONDARY_QUEUE
+            }
+        };
+        node.partial_order.store(order, Relaxed);
+    }
+
+    fn try_clear_tail(&self, lock: &AtomicU32, val: u32, nodes: &Nodes, me: usize) -> bool {
+        cna_try_clear_tail(lock, val, nodes, me)
+    }
+
+    fn lock_handoff(&self, nodes: &Nodes, me: usize, _next: &QNode) {
+        let node = nodes.of(me);
+        let mut order = node.partial_order.load(Relaxed);
+        if order == V13_LOCAL_WAITER_NOT_FOUND {
+            // No successor at the look; there is one now.
+            order = Self::order_queue(nodes, me);
+        }
+        let mut val = 1;
+        let target = if order == V13_LOCAL_WAITER_FOUND {
+            // Reload next: the look may have changed it.
+            let target = nodes.by_tail(node.next.load(Relaxed));
+            let locked = node.locked.load(Relaxed);
+            if locked > 1 {
+                // Keep the secondary queue and pass its age on.
+                val = locked;
+                target
+                    .start_time
+                    .store(node.start_time.load(Relaxed), Relaxed);
+            }
+            target
+        } else {
+            // Flush: the secondary queue goes first, then our successor.
+            let first = splice_head(None, nodes, node, node.next.load(Relaxed))
+                .expect("a flush with a successor always splices");
+            nodes.by_tail(first)
+        };
+        count_handoff(path(), node, target);
+        target.locked.store(val, Release);
+    }
+}
+
+/// The kernel's `jiffies` at `CONFIG_HZ=1000`: a load of a global that the timer interrupt
+/// updates once a jiffy (an L1 hit in between: 4 cycles, Haswell's L1 latency).
+fn jiffies() -> u64 {
+    numa_sim::cycles(4);
+    numa_sim::clock_ns() / JIFFY_NS
+}
+
+/// `cn->start_time = (s32)jiffies; if (!cn->start_time) cn->start_time = 1;` (v13's
+/// `cna_splice_next`: 0 means "no secondary queue").
+fn jiffies_nonzero() -> u64 {
+    jiffies().max(1)
 }
 
 numa_sim::thread_local! {
@@ -438,6 +571,10 @@ pub type QSpinLock = Queued<Stock>;
 pub type CnaKernel = Queued<Cna<true>>;
 /// The same without shuffle reduction.
 pub type CnaKernelWoSro = Queued<Cna<false>>;
+/// The kernel's qspinlock with CNA v13's slow path, shuffle reduction on.
+pub type CnaKernelV13 = Queued<CnaV13<true>>;
+/// The same without shuffle reduction.
+pub type CnaKernelV13WoSro = Queued<CnaV13<false>>;
 
 impl<P: Policy> SimLock for Queued<P> {
     type Shared = Nodes;
