@@ -1928,17 +1928,19 @@ fn rwlock_targets_on_the_x5_4_rw_workload() {
     );
 }
 
-/// The faithful instrument's check that the kernel's CNA works (#34): on the X5-4 with 32
-/// locktorture writers placed as the kernel's scheduler placed them (`--placement linux`), the
-/// queue heads of both `cna-kernel` variants find the lock word busy and move waiters of other
-/// nodes to the secondary queue, and a traced window of 200 µs shows the lock passing between
-/// writers of one node far more often than the stock qspinlock's FIFO passes it (seed 1: 31% of
-/// stock's handoffs local, 100% of `cna-kernel`'s, 55% of `cna-kernel-wo-sro`'s; over whole runs
-/// the variants keep 70–80% local at 32 threads: BENCHMARKS.md, "Validation against the kernel's published runs").
+/// The faithful instrument's check that the kernel's CNA orders its queue (#34), traced: on the
+/// X5-4 with 32 locktorture writers placed as the kernel's scheduler placed them
+/// (`--placement linux`), a window of 200 µs. CNA v13 (the code of the series' v13 table) moves
+/// waiters of other nodes to the secondary queue and passes the lock within the node on every
+/// traced handoff (seed 1: 100%, against 31% for the stock qspinlock's FIFO). v15 orders only
+/// while the lock word is busy: its heads do find it busy and move waiters, but most find it
+/// free first, and its traced handoffs stay local only a little more often than stock's (41%
+/// and, without shuffle reduction, 47%: BENCHMARKS.md, "Validation against the kernel's
+/// published runs").
 #[cfg(not(feature = "stats"))]
 #[test]
 fn cna_kernel_orders_its_queue_at_32_threads() {
-    use cli::LockKind::{CnaKernel, CnaKernelWoSro, QSpinLock};
+    use cli::LockKind::{CnaKernel, CnaKernelV13, CnaKernelV13WoSro, CnaKernelWoSro, QSpinLock};
     let machine = Machine::by_name("x5-4").unwrap();
     let run = |lock| {
         let config = harness::RunConfig {
@@ -1968,7 +1970,7 @@ fn cna_kernel_orders_its_queue_at_32_threads() {
     let (stock_handoffs, stock_local) = local_share(&stock);
     println!("qspinlock: {stock_handoffs} handoffs traced, {stock_local:.2} local");
     assert_eq!(stock.tallies[kernel::TALLY_CNA_SPLICE], 0);
-    for lock in [CnaKernel, CnaKernelWoSro] {
+    for lock in [CnaKernel, CnaKernelWoSro, CnaKernelV13, CnaKernelV13WoSro] {
         let cna = run(lock);
         let splices = cna.tallies[kernel::TALLY_CNA_SPLICE];
         let busy = cna.tallies[kernel::TALLY_CNA_BUSY_AT_FIRST_LOOK];
@@ -1977,15 +1979,23 @@ fn cna_kernel_orders_its_queue_at_32_threads() {
             "{lock:?}: {splices} waiters moved, {busy} heads saw the lock busy; {handoffs} \
              handoffs traced, {local:.2} local"
         );
-        assert!(splices >= 20 && busy >= 1000, "{lock:?}: {splices} {busy}");
+        assert!(splices >= 20, "{lock:?}: {splices} waiters moved");
         assert!(
-            handoffs >= 10,
+            handoffs >= 100,
             "{lock:?}: {handoffs} handoffs in the window"
         );
-        assert!(
-            local >= 0.5 && local >= 1.5 * stock_local,
-            "{lock:?}: {local:.2} of the traced handoffs local, qspinlock {stock_local:.2}"
-        );
+        if matches!(lock, CnaKernelV13 | CnaKernelV13WoSro) {
+            assert!(
+                local >= 0.9 && local >= 2.0 * stock_local,
+                "{lock:?}: {local:.2} of the traced handoffs local, qspinlock {stock_local:.2}"
+            );
+        } else {
+            assert!(busy >= 1000, "{lock:?}: {busy} heads saw the lock busy");
+            assert!(
+                local >= stock_local,
+                "{lock:?}: {local:.2} of the traced handoffs local, qspinlock {stock_local:.2}"
+            );
+        }
     }
 }
 

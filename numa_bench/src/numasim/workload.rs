@@ -363,7 +363,10 @@ const WRITER_LOOP_CYCLES: u64 = 60;
 /// `torture_spin_lock_write_delay`). Inside the lock: `WARN_ON_ONCE(lock_is_write_held)` reads
 /// the flag (on the head line, with `lock_is_read_held` and `last_lock_release` beside it) and
 /// `lock_is_write_held = true` sets it; `lwsp->n_lock_acquired++` reads and writes the writer's
-/// statistics record, one of four on a line (`lwsa` is a plain array of 16-byte records); then
+/// statistics record, one of four on a line (`lwsa` is a plain array of 16-byte records); the
+/// two reads are independent, so their misses overlap (Haswell has 10 L1 fill buffers: Intel
+/// Optimization Reference Manual; the x86 kernels reach the section from the MCS queue with
+/// plain stores, no locked instruction that would hold the loads back); then
 /// `write_delay` (an indirect call through `cxt.cur_ops`, as `writeunlock` is: each pays the
 /// preset's `kernel_indirect_call`, the retpoline of the kernels of the x86 runs): three
 /// `torture_random()` draws, each tested with a 64-bit `%`: the first
@@ -410,12 +413,13 @@ impl Workload for LockTorture {
         _local: &mut (),
         thread: usize,
     ) {
-        // WARN_ON_ONCE(lock_is_write_held); lock_is_write_held = true.
-        numa_sim::touch_read(&[head]);
-        numa_sim::touch(&[head]);
-        // lwsp->n_lock_acquired++: a load, then a store, of the writer's record.
+        // WARN_ON_ONCE(lock_is_write_held); lock_is_write_held = true; then
+        // lwsp->n_lock_acquired++, a load and a store of the writer's record. The two loads do
+        // not depend on each other (the branch on the first is predicted), so an out-of-order
+        // core has both misses in flight at once: one batch.
         let stats = self.stats[thread / LOCKTORTURE_STATS_PER_LINE].addr();
-        numa_sim::touch_read(&[stats]);
+        numa_sim::touch_read(&[head, stats]);
+        numa_sim::touch(&[head]);
         numa_sim::touch(&[stats]);
         // cxt.cur_ops->write_delay(&rand), an indirect call: three draws, each tested with a
         // division.
