@@ -7,7 +7,8 @@
 //! - `delegate`: delegation under random and PCT schedules, and the met targets of #39;
 //! - `domains`: HqMutex's per-lock memory with per-node and per-domain queues;
 //! - `stutter`: locktorture's halts and restarts of its writers, and the validation rows of #34;
-//! - `cna_paths`: how the kernel's CNA models pass the lock on, and why they cross nodes.
+//! - `cna_paths`: how the kernel's CNA models (v15 and v13) pass the lock on, why they cross
+//!   nodes, and the cross-check that v15 behaves like stock on the EPYC 9654.
 //!
 //! Run with `RUSTFLAGS="--cfg numa_sim" cargo test --release --test sim --target-dir target/sim`.
 #![cfg(numa_sim)]
