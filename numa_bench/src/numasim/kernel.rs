@@ -60,6 +60,7 @@ use crossbeam_utils::CachePadded;
 use numa_sim::atomic::{AtomicU32, AtomicU64};
 
 use crate::numasim::harness::{RunConfig, SimLock};
+use crate::numasim::stutter;
 
 const LOCKED_VAL: u32 = 1;
 const LOCKED_MASK: u32 = 0xff;
@@ -81,11 +82,9 @@ const INTRA_NODE_THRESHOLD_NS: u64 = 1_000_000;
 const SHUFFLE_REDUCTION_BITS: u32 = 7;
 
 /// CNA v13's `intra_node_handoff_threshold`: `MSECS_TO_JIFFIES(10)`, the 10 ms default of the
-/// series before v15, in jiffies of [`JIFFY_NS`].
+/// series before v15, in jiffies of [`stutter::JIFFY_NS`] (`CONFIG_HZ=1000`, as the locktorture
+/// stutter takes them).
 const V13_THRESHOLD_JIFFIES: u64 = 10;
-/// A jiffy at `CONFIG_HZ=1000`, as the locktorture stutter takes it
-/// (`numa_bench::numasim::stutter`).
-const JIFFY_NS: u64 = 1_000_000;
 /// CNA v13's `partial_order` values (`enum { LOCAL_WAITER_FOUND, LOCAL_WAITER_NOT_FOUND,
 /// FLUSH_SECONDARY_QUEUE }`).
 const V13_LOCAL_WAITER_FOUND: u32 = 0;
@@ -311,6 +310,14 @@ fn splice_head(
     Some(head_2nd)
 }
 
+/// A flush at the handoff (v13 and v15): the secondary queue goes first, then our successor;
+/// returns the waiter that gets the MCS lock.
+fn flush_target<'a>(nodes: &'a Nodes, node: &QNode) -> &'a QNode {
+    let first = splice_head(None, nodes, node, node.next.load(Relaxed))
+        .expect("a flush with a successor always splices");
+    nodes.by_tail(first)
+}
+
 /// `cna_try_clear_tail` (v13 and v15): we are the tail and the lock word is free. With a
 /// secondary queue, splice it back as the main queue and hand it the MCS lock; without one,
 /// do what the stock lock does.
@@ -391,11 +398,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
                     .store(node.start_time.load(Relaxed), Relaxed);
             }
         } else {
-            // Flush: the secondary queue goes first, then our successor.
-            let next_enc = node.next.load(Relaxed);
-            let first = splice_head(None, nodes, node, next_enc)
-                .expect("a flush with a successor always splices");
-            target = nodes.by_tail(first);
+            target = flush_target(nodes, node);
         }
         count_handoff(path(), node, target);
         target.locked.store(val, Release);
@@ -427,8 +430,9 @@ impl<const SRO: bool> CnaV13<SRO> {
             return V13_LOCAL_WAITER_NOT_FOUND;
         }
         let numa = node.numa_node.load(Relaxed);
-        if nodes.by_tail(next).numa_node.load(Relaxed) != numa {
-            let nnext = nodes.by_tail(next).next.load(Relaxed);
+        let succ = nodes.by_tail(next);
+        if succ.numa_node.load(Relaxed) != numa {
+            let nnext = succ.next.load(Relaxed);
             if nnext != 0 {
                 splice_next(nodes, node, next, nnext, jiffies_nonzero);
                 next = nnext;
@@ -488,10 +492,7 @@ impl<const SRO: bool> Policy for CnaV13<SRO> {
             }
             target
         } else {
-            // Flush: the secondary queue goes first, then our successor.
-            let first = splice_head(None, nodes, node, node.next.load(Relaxed))
-                .expect("a flush with a successor always splices");
-            nodes.by_tail(first)
+            flush_target(nodes, node)
         };
         count_handoff(path(), node, target);
         target.locked.store(val, Release);
@@ -502,7 +503,7 @@ impl<const SRO: bool> Policy for CnaV13<SRO> {
 /// updates once a jiffy (an L1 hit in between: 4 cycles, Haswell's L1 latency).
 fn jiffies() -> u64 {
     numa_sim::cycles(4);
-    numa_sim::clock_ns() / JIFFY_NS
+    numa_sim::clock_ns() / stutter::JIFFY_NS
 }
 
 /// `cn->start_time = (s32)jiffies; if (!cn->start_time) cn->start_time = 1;` (v13's
