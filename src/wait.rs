@@ -62,6 +62,60 @@ fn cpus() -> usize {
         .max(1)
 }
 
+/// How long a thread's reading of the machine's runnable tasks stands
+/// ([`machine_oversubscribed`]).
+const LOAD_SAMPLE_NS: u64 = 16_000_000;
+
+crate::sync::thread_local! {
+    /// This thread's last reading of [`machine_oversubscribed`]: the answer and when (0: never).
+    static LOAD: core::cell::Cell<(bool, u64)> = const { core::cell::Cell::new((false, 0)) };
+}
+
+/// Whether the machine has more runnable tasks than CPUs, by the kernel's own count
+/// (`/proc/loadavg`'s fourth field, `runnable/total`, in which the reading thread counts too),
+/// read again at most every [`LOAD_SAMPLE_NS`] by each thread. Unlike the timed yield's verdict
+/// ([`crowded`]), it tells a core shared by two threads of a producer/consumer pair, with the
+/// other core idle, from cores that other processes keep busy. `false` where it cannot be read
+/// (no `/proc`), under loom and Miri, and in numa_sim.
+pub(crate) fn machine_oversubscribed() -> bool {
+    if EXHAUSTIVE || cfg!(any(numa_sim, miri)) {
+        return false;
+    }
+    LOAD.try_with(|cell| {
+        let (answer, at) = cell.get();
+        let now = now_ns();
+        if at != 0 && now.saturating_sub(at) < LOAD_SAMPLE_NS {
+            return answer;
+        }
+        let answer = runnable_tasks().is_some_and(|n| n > cpus());
+        cell.set((answer, now.max(1)));
+        answer
+    })
+    .unwrap_or(false)
+}
+
+/// The kernel's count of runnable tasks, if `/proc/loadavg` can be read. No heap allocation:
+/// a waiter about to sleep may be inside an allocator's own lock.
+fn runnable_tasks() -> Option<usize> {
+    use std::io::Read as _;
+    let mut line = [0u8; 128];
+    let len = std::fs::File::open("/proc/loadavg")
+        .ok()?
+        .read(&mut line)
+        .ok()?;
+    runnable_in_loadavg(core::str::from_utf8(&line[..len]).ok()?)
+}
+
+/// The runnable tasks of a `/proc/loadavg` line (`0.52 0.58 0.59 3/467 12345`: 3).
+fn runnable_in_loadavg(line: &str) -> Option<usize> {
+    line.split_whitespace()
+        .nth(3)?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Whether a queue head may mark its successor `NEXT` (see `LockWord::acquire_as_head`): the
 /// holder, the head and the marked successor then all run at once, which needs 3 CPUs, and a
 /// core that is not crowded ([`crowded`]). On 2 CPUs a marked successor spins on the core the
@@ -482,6 +536,14 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn loadavg_gives_the_runnable_tasks() {
+        assert_eq!(runnable_in_loadavg("0.52 0.58 0.59 3/467 12345\n"), Some(3));
+        assert_eq!(runnable_in_loadavg("0.00 0.01 0.05 1/86 22008"), Some(1));
+        assert_eq!(runnable_in_loadavg("0.52 0.58"), None);
+        assert_eq!(runnable_in_loadavg("a b c x/467 1"), None);
     }
 
     #[test]

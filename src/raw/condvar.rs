@@ -22,9 +22,12 @@
 //!   at once (within `ALONE_YIELD_NS`, nobody else wanted the core) it spins for the spin time
 //!   before it sleeps on its `cv_queued` word, since on a free core the notify is likely near;
 //!   otherwise it looks at the word a few times only (`CROWDED_SPINS`), then sleeps (spinning
-//!   longer would only take the CPU from the thread that must notify it). Once its yields have
-//!   found the core crowded twice in a row it skips the yield for a while
-//!   (`wait::core_is_free`): on a crowded core each one cost a time slice.
+//!   longer would only take the CPU from the thread that must notify it). Where the machine has
+//!   more runnable tasks than CPUs (other processes' busy threads, most often) and its looks
+//!   have lately found the notify in less than a quarter of its waits, it sleeps without them,
+//!   looking again every eighth wait (`looks_pay`). Once its yields have found the core crowded
+//!   twice in a row it skips the yield for a while (`wait::core_is_free`): on a crowded core
+//!   each one cost a time slice.
 //! - `notify_one` / `notify_all` take the oldest waiter / all of them off the list, tell each
 //!   with one swap of its `cv_queued` word, and wake those that sleep (after releasing the list
 //!   lock, a few at a time). A notify with nobody waiting is a lock, a load and an unlock: no
@@ -189,18 +192,21 @@ impl<R: QueueLock> RawCondvar<R> {
         let mut budget = if wait::core_is_free() {
             SpinBudget::waiting(deadline)
         } else {
-            // A few looks even on a crowded core: the notify often comes while we would be
-            // falling asleep (docs/DESIGN.md, "Decision record: a few looks before a crowded
-            // waiter sleeps").
-            if !EXHAUSTIVE {
+            // A few looks even on a crowded core, while they pay: the notify often comes
+            // while we would be falling asleep, unless other processes keep the cores busy
+            // (docs/DESIGN.md, "Decision record: a few looks before a crowded waiter sleeps").
+            if !EXHAUSTIVE && looks_pay() {
+                let mut found = false;
                 for _ in 0..CROWDED_SPINS {
                     // Acquire, as the loop's load below (which re-reads the word before we reuse
                     // the node): it pairs with the notifier's Release swap.
                     if my.cv_queued.load(Ordering::Acquire) == 0 {
+                        found = true;
                         break;
                     }
                     spin_hint();
                 }
+                record_looks(found);
             }
             SpinBudget::exhausted()
         };
@@ -410,6 +416,80 @@ const CV_PARKED: u32 = 2;
 /// How many times a waiter on a crowded core looks at `cv_queued` (with a spin hint between
 /// looks) before it sleeps, where a free core spins for the spin time.
 const CROWDED_SPINS: u32 = 64;
+/// [`LookRecord::score`] of looks that always find the notify.
+const LOOK_SCORE_ONE: u16 = 256;
+/// The score below which a crowded waiter on an oversubscribed machine sleeps without looking:
+/// its looks found the notify in less than a quarter of its recent waits. A look phase costs
+/// about half a sleep and its wake-up beside busy threads, and the shapes measured lie well on
+/// either side (docs/DESIGN.md, "Decision record: the crowded looks stop where they do not
+/// pay").
+const LOOKS_PAY_OFF: u16 = LOOK_SCORE_ONE / 4;
+/// The weight of a look phase in [`LookRecord::score`]: 1/8.
+const LOOK_WEIGHT: u16 = 8;
+/// While its looks do not pay, a crowded waiter still looks at every this many-th wait, so that
+/// the score follows a core that frees up.
+const LOOK_PROBE_EVERY: u8 = 8;
+
+/// A thread's record of its crowded looks: how often they found the notify lately (an
+/// exponential average, weight [`LOOK_WEIGHT`], in 1/[`LOOK_SCORE_ONE`] units, starting
+/// at "always"), and how many waits have slept without looking since the last look.
+#[derive(Clone, Copy)]
+struct LookRecord {
+    score: u16,
+    skipped: u8,
+}
+
+crate::sync::thread_local! {
+    static LOOKS: core::cell::Cell<LookRecord> = const {
+        core::cell::Cell::new(LookRecord { score: LOOK_SCORE_ONE, skipped: 0 })
+    };
+}
+
+/// Whether a waiter on a crowded core should look for its notify before it sleeps: yes unless
+/// its looks have not paid lately and the machine has more runnable tasks than CPUs
+/// (`wait::machine_oversubscribed`); even then every [`LOOK_PROBE_EVERY`]th wait looks.
+fn looks_pay() -> bool {
+    looks_pay_when(wait::machine_oversubscribed)
+}
+
+/// [`looks_pay`], with `oversubscribed` asked only when the looks have not paid. Beside other
+/// processes' busy threads the notifier rarely runs while we look, and the looks take CPU from
+/// it. Where nothing else runs, a waiter whose looks miss shares its core with the notifier
+/// (the scheduler put the two ends of a queue on one core, the other one idle), and there the
+/// looks, which keep it running, are what lets the scheduler spread the pair again
+/// (docs/DESIGN.md, "Decision record: the crowded looks stop where they do not pay").
+fn looks_pay_when(oversubscribed: impl FnOnce() -> bool) -> bool {
+    LOOKS
+        .try_with(|cell| {
+            let mut record = cell.get();
+            if record.score >= LOOKS_PAY_OFF || !oversubscribed() {
+                return true;
+            }
+            record.skipped += 1;
+            let probe = record.skipped >= LOOK_PROBE_EVERY;
+            if probe {
+                record.skipped = 0;
+            }
+            cell.set(record);
+            probe
+        })
+        .unwrap_or(false)
+}
+
+/// Records whether a phase of crowded looks found the notify.
+fn record_looks(found: bool) {
+    let _ = LOOKS.try_with(|cell| {
+        let mut record = cell.get();
+        record.score = record.score - record.score / LOOK_WEIGHT
+            + if found {
+                LOOK_SCORE_ONE / LOOK_WEIGHT
+            } else {
+                0
+            };
+        cell.set(record);
+    });
+}
+
 /// Sleepers `notify_all` wakes after releasing the list lock; it wakes any more under it (1
 /// under loom, so that two sleepers take both paths).
 const WAKE_BATCH: usize = if cfg!(loom) { 1 } else { 8 };
@@ -493,3 +573,42 @@ impl WordLock {
 // A raw condition variable is a few words; nothing about it is generic in size.
 #[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<RawCondvar<()>>() <= 24);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crowded_looks_stop_on_an_oversubscribed_machine_where_they_do_not_pay() {
+        std::thread::spawn(|| {
+            assert!(looks_pay_when(|| true), "a thread starts out looking");
+            // Look phases that never find the notify bring the score below a quarter within 11
+            // of them (256 · (7/8)^11 < 64)...
+            for _ in 0..11 {
+                record_looks(false);
+            }
+            assert!(LOOKS.with(|c| c.get().score) < LOOKS_PAY_OFF);
+            // ... but where nothing else wants the CPUs, the looks go on.
+            assert!((0..3 * LOOK_PROBE_EVERY).all(|_| looks_pay_when(|| false)));
+            // On an oversubscribed machine the waits sleep at once, but every eighth.
+            let looked: Vec<bool> = (1..=2 * LOOK_PROBE_EVERY)
+                .map(|_| looks_pay_when(|| true))
+                .collect();
+            let expected: Vec<bool> = (1..=2 * LOOK_PROBE_EVERY)
+                .map(|wait| wait % LOOK_PROBE_EVERY == 0)
+                .collect();
+            assert_eq!(looked, expected, "one look in {LOOK_PROBE_EVERY} waits");
+            // Looks that find the notify bring them back: one is enough from just below.
+            record_looks(true);
+            assert!(LOOKS.with(|c| c.get().score) >= LOOKS_PAY_OFF);
+            assert!(looks_pay_when(|| true));
+            // Looks that always find it keep the score at "always".
+            for _ in 0..100 {
+                record_looks(true);
+            }
+            assert_eq!(LOOKS.with(|c| c.get().score), LOOK_SCORE_ONE);
+        })
+        .join()
+        .unwrap();
+    }
+}
