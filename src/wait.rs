@@ -285,6 +285,58 @@ impl SpinBudget {
     }
 }
 
+/// How many `lock()`s a thread on a crowded core makes since it last waited (in a lock's queue
+/// or on a condition variable) before its next one joins the queue behind the waiters instead
+/// ([`turn_over`]). Where threads outnumber cores the queue's waiters sleep, and the running
+/// thread keeps the lock between them until the scheduler preempts it, so each thread's share
+/// is whatever CPU time it got per turn; the budget gives each turn the same length in
+/// acquisitions (docs/DESIGN.md, "Decision record: a crowded thread's turn").
+pub(crate) const TURN_BUDGET: u32 = 40_000;
+
+crate::sync::thread_local! {
+    /// This thread's `lock()`s since it last waited, or since its last look at the queue found
+    /// nobody (see [`turn_over`]).
+    static TURN: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
+/// Counts a `lock()` of this thread; `true` once it has made [`TURN_BUDGET`] of them since it
+/// last waited and its core is crowded (the last verdict, [`crowded_hint`]): the
+/// caller then joins the queue if anyone waits in it, and calls [`turn_ended`] either way. A
+/// thread whose core is not crowded starts counting afresh. One thread-local add and compare
+/// per `lock()`; `false` under loom (whose models never run that long) and where the
+/// thread-local is gone.
+#[inline(always)]
+pub(crate) fn turn_over() -> bool {
+    if EXHAUSTIVE {
+        return false;
+    }
+    TURN.try_with(|turn| {
+        let n = turn.get().wrapping_add(1);
+        turn.set(n);
+        n >= TURN_BUDGET
+    })
+    .unwrap_or(false)
+        && turn_crowded()
+}
+
+/// The rare half of [`turn_over`]: a budget used up on a core that is not crowded starts
+/// counting afresh.
+#[cold]
+fn turn_crowded() -> bool {
+    let crowded = crowded_hint();
+    if !crowded {
+        turn_ended();
+    }
+    crowded
+}
+
+/// Starts this thread's count of `lock()`s afresh: it waited in a lock's queue or on a
+/// condition variable, or its budget was used up ([`turn_over`]).
+#[inline]
+pub(crate) fn turn_ended() {
+    let _ = TURN.try_with(|turn| turn.set(0));
+}
+
 /// A `sched_yield` that returns within this found nobody else to run: a yield alone is a
 /// fraction of this, a yield to another thread well above it (docs/DESIGN.md, "Decision
 /// record: a crowded verdict that stands").
@@ -533,6 +585,28 @@ mod tests {
                 !crowded_established(),
                 "a verdict whose time is over says nothing"
             );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_crowded_threads_turn_ends_after_its_budget() {
+        std::thread::spawn(|| {
+            // On a core that is not crowded the budget runs out and counting starts afresh.
+            verdict(0, AHEAD_NS);
+            assert!((0..3 * TURN_BUDGET).all(|_| !turn_over()));
+            // On a crowded one the budget-th `lock()` of a turn ends it, until the caller
+            // starts a new one.
+            verdict(ALONE_YIELD_NS, AHEAD_NS);
+            turn_ended();
+            assert_eq!(
+                (1..=2 * TURN_BUDGET).find(|_| turn_over()),
+                Some(TURN_BUDGET)
+            );
+            assert!(turn_over(), "over until the caller ends it");
+            turn_ended();
+            assert!(!turn_over());
         })
         .join()
         .unwrap();

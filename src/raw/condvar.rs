@@ -138,6 +138,9 @@ impl<R: QueueLock> RawCondvar<R> {
     /// # Safety
     /// The calling thread must hold `mutex` (lock_api's contract for `RawCondvar::wait`).
     pub(crate) unsafe fn wait_until_ns(&self, mutex: &R, deadline: Option<u64>) -> bool {
+        // A thread that waits here leaves the mutex to the others: its turn (see
+        // `wait::turn_over`) starts afresh.
+        crate::wait::turn_ended();
         let mut timed_out = false;
         let queued = qnode::with_node(
             |me| {

@@ -165,9 +165,43 @@ impl LockCore {
             // A timed try whose time is up before it would queue: it only tried stealing.
             return Queued::GaveUp;
         }
+        #[cfg(not(feature = "stats"))]
+        let since = None;
+        self.enqueue(queued, deadline, since)
+    }
+
+    /// `lock()` straight into the queue, without trying to steal: a thread whose turn on a
+    /// crowded core is over (`wait::turn_over`). Waits as long as needed.
+    #[cold]
+    #[cfg_attr(feature = "lockup", track_caller)]
+    pub(crate) fn lock_queued(&self, queued: impl FnOnce(u32) -> Queued) {
+        #[cfg(feature = "stats")]
+        let since = Some(crate::sync::ticks());
+        #[cfg(not(feature = "stats"))]
+        let since = None;
+        let outcome = self.enqueue(queued, None, since);
+        debug_assert!(
+            outcome.acquired(),
+            "a wait without a deadline ends with the lock"
+        );
+    }
+
+    /// Waits in the lock's queues (`queued(node index, deadline)`) and records how the
+    /// acquisition was made; a queued acquisition starts the thread's turn afresh.
+    #[inline]
+    #[cfg_attr(feature = "lockup", track_caller)]
+    fn enqueue(
+        &self,
+        queued: impl FnOnce(u32) -> Queued,
+        deadline: Option<u64>,
+        since: Option<u64>,
+    ) -> Queued {
+        #[cfg(not(feature = "stats"))]
+        let _ = since;
         let outcome = qnode::with_node(queued, || acquire_unqueued(&self.word, deadline));
         if outcome.acquired() {
             note(PathEvent::Queued);
+            wait::turn_ended();
             #[cfg(feature = "stats")]
             self.on_acquire(Acquired::Queued, since);
         }
@@ -240,12 +274,43 @@ macro_rules! impl_raw_mutex {
             #[inline]
             #[cfg_attr(feature = "lockup", track_caller)]
             pub fn lock(&self) {
+                // A thread on a crowded core whose turn is over queues behind the waiters.
+                if $crate::wait::turn_over() {
+                    self.end_turn();
+                    return;
+                }
+                self.lock_uncounted();
+            }
+
+            /// `lock` without counting the thread's turn (`wait::turn_over`): the rwlock's
+            /// writer lock `M`, whose writers already give waiting readers their turn (docs/
+            /// DESIGN.md, "Decision record: a crowded thread's turn").
+            #[inline]
+            #[cfg_attr(feature = "lockup", track_caller)]
+            pub(crate) fn lock_uncounted(&self) {
                 // The one-CAS fast path. With stealing off, every handoff (`LockWord::hand_to`)
                 // sets `NO_STEAL` until the new head has the lock, so this CAS cannot jump the
                 // queue.
                 if !self.core.try_lock_fast() {
                     self.lock_slow(None);
                 }
+            }
+
+            /// `lock` on a crowded core whose thread has used up its turn
+            /// (`wait::turn_over`): it queues behind the waiters, if there are any, instead of
+            /// taking the lock ahead of them again.
+            #[cold]
+            #[cfg_attr(feature = "lockup", track_caller)]
+            fn end_turn(&self) {
+                $crate::wait::turn_ended();
+                if $crate::raw::QueuePolicy::nobody_queued(self) {
+                    if !self.core.try_lock_fast() {
+                        self.lock_slow(None);
+                    }
+                    return;
+                }
+                self.core
+                    .lock_queued(|me| $crate::raw::QueuePolicy::lock_queued(self, me, None));
             }
 
             /// The slow path of `lock` (`deadline: None`) and of the timed tries; see
@@ -435,3 +500,64 @@ macro_rules! impl_raw_mutex {
     };
 }
 pub(crate) use impl_raw_mutex;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// A thread on a crowded core whose turn is over (`wait::turn_over`) finds the lock free
+    /// just after its own release, with a waiter queued: it queues behind that waiter instead
+    /// of taking the lock ahead of it again (where it would almost always win: the waiter
+    /// sleeps and must be woken first).
+    fn a_thread_whose_turn_is_over_queues_behind_the_waiter<R: QueueLock + QueuePolicy>(lock: &R) {
+        let order = Mutex::new(Vec::new());
+        lock.lock_queue_lock(Token::new());
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                lock.lock_queue_lock(Token::new());
+                order.lock().unwrap().push("waiter");
+                // SAFETY: taken above.
+                unsafe { lock.unlock_queue_lock(Token::new()) };
+            });
+            let start = Instant::now();
+            while lock.nobody_queued() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "the waiter never queued"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Give the waiter time to fall asleep, then make this thread's core crowded and
+            // its turn all but over.
+            std::thread::sleep(Duration::from_millis(20));
+            wait::note_yield(wait::ALONE_YIELD_NS, crate::sync::now_ns() + 60_000_000_000);
+            wait::turn_ended();
+            for _ in 1..wait::TURN_BUDGET {
+                assert!(!wait::turn_over());
+            }
+            // SAFETY: taken above.
+            unsafe { lock.unlock_queue_lock(Token::new()) };
+            lock.lock_queue_lock(Token::new());
+            order.lock().unwrap().push("releaser");
+            // SAFETY: taken just above.
+            unsafe { lock.unlock_queue_lock(Token::new()) };
+        });
+        assert_eq!(*order.lock().unwrap(), ["waiter", "releaser"]);
+    }
+
+    #[test]
+    fn a_thread_whose_turn_is_over_queues_behind_the_waiters() {
+        // Each lock on a thread of its own: the crowded verdict and the turn are per thread.
+        std::thread::spawn(|| a_thread_whose_turn_is_over_queues_behind_the_waiter(&RawMcs::new()))
+            .join()
+            .unwrap();
+        std::thread::spawn(|| a_thread_whose_turn_is_over_queues_behind_the_waiter(&RawCna::new()))
+            .join()
+            .unwrap();
+        std::thread::spawn(|| a_thread_whose_turn_is_over_queues_behind_the_waiter(&RawHq::new()))
+            .join()
+            .unwrap();
+    }
+}

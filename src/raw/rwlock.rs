@@ -484,7 +484,7 @@ macro_rules! writer_lock {
             }
             #[inline]
             fn lock_writers(&self) {
-                self.lock();
+                self.lock_uncounted();
             }
             #[inline]
             fn try_lock_writers(&self) -> bool {
