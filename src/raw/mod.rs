@@ -302,11 +302,11 @@ macro_rules! impl_raw_mutex {
             #[cold]
             #[cfg_attr(feature = "lockup", track_caller)]
             fn end_turn(&self) {
-                $crate::wait::turn_ended();
                 if $crate::raw::QueuePolicy::nobody_queued(self) {
-                    if !self.core.try_lock_fast() {
-                        self.lock_slow(None);
-                    }
+                    // Nobody to give the turn to: count afresh (a queued acquisition does
+                    // that itself).
+                    $crate::wait::turn_ended();
+                    self.lock_uncounted();
                     return;
                 }
                 self.core
