@@ -369,7 +369,8 @@ const WRITER_LOOP_CYCLES: u64 = 60;
 /// plain stores, no locked instruction that would hold the loads back); then
 /// `write_delay` (an indirect call through `cxt.cur_ops`, as `writeunlock` is: each pays the
 /// preset's `kernel_indirect_call`, the retpoline of the kernels of the x86 runs): three
-/// `torture_random()` draws, each tested with a 64-bit `%`: the first
+/// `torture_random()` draws, each tested with a 64-bit `%` (the third test is compiled only with
+/// `CONFIG_PREEMPTION`, which the series does not state; charged here): the first
 /// holds the lock for `mdelay(100)` with probability 1/(threads·200000) (scaled, see
 /// [`LOCKTORTURE_LONG_SCALE`]), the second for a 2 µs `udelay` with probability
 /// 1/(threads·2·2); then it clears the flag. Both holds add 500 ns / threads to a critical
