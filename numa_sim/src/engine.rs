@@ -195,8 +195,8 @@ impl Task {
         }
     }
 
-    /// Forgets the stores that have committed by now; if the buffer is still full (`entries`),
-    /// waits for its oldest store to commit.
+    /// Forgets the stores that have committed by now; while the buffer is still full
+    /// (`entries`), waits for its oldest store to commit.
     #[inline]
     fn make_room_in_store_buffer(&mut self, entries: usize) {
         while self
@@ -206,7 +206,7 @@ impl Task {
         {
             self.store_buffer.pop_front();
         }
-        if self.store_buffer.len() >= entries.max(1)
+        while self.store_buffer.len() >= entries.max(1)
             && let Some(oldest) = self.store_buffer.pop_front()
         {
             self.clock = self.clock.max(oldest);
@@ -604,6 +604,25 @@ impl Engine {
             .unwrap_or(0)
     }
 
+    /// Before step 1 of `n` accesses of `kind` (see the module docs): the waits that come
+    /// before the thread can issue them. A locked instruction waits for its store buffer to
+    /// drain, a plain store for a free entry. They advance the thread's clock, so they come
+    /// before the sync: an access is reserved only while its thread is the earliest, at the
+    /// time it issues.
+    pub(crate) fn make_ready(&mut self, kind: Kind, n: usize) {
+        let entries = self.topo.machine.store_buffer;
+        let buffered = kind == Kind::Store && self.store_buffers;
+        let task = &mut self.tasks[self.current];
+        if task.hw.is_none() {
+            return;
+        }
+        if kind == Kind::Rmw {
+            task.drain_store_buffer();
+        } else if buffered {
+            task.make_room_in_store_buffer((entries + 1).saturating_sub(n));
+        }
+    }
+
     /// Step 2 of an access (see the module docs): cost it, update the line, advance the
     /// current task's clock, wake the spinners a write concerns.
     ///
@@ -631,7 +650,7 @@ impl Engine {
         task.last_seq = seq;
         if kind == Kind::Rmw {
             // A locked instruction drains the store buffer first (x86: it cannot execute before
-            // every earlier store has committed).
+            // every earlier store has committed). Done already by `make_ready`, before the sync.
             task.drain_store_buffer();
         } else if buffered {
             task.make_room_in_store_buffer(self.topo.machine.store_buffer);
@@ -1149,6 +1168,7 @@ pub(crate) fn simulated_access(
     let store = store.map(|write| (word, write));
     match mode {
         Mode::VirtualTime => {
+            cell.borrow_mut().make_ready(kind, 1);
             sync(cell);
             cell.borrow_mut().reserve(word.addr, kind, store);
             sync(cell);

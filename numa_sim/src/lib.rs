@@ -445,6 +445,7 @@ fn touch_batch(addrs: &[*const u8], kind: Kind) {
     let mode = cell.borrow().mode;
     match mode {
         Mode::VirtualTime => {
+            cell.borrow_mut().make_ready(kind, addrs.len());
             engine::sync(cell);
             cell.borrow_mut().reserve_batch(addrs, kind);
             engine::sync(cell);

@@ -906,3 +906,54 @@ fn futex_outside_a_simulation_returns_at_once() {
     assert_eq!(word.load(Relaxed), 7);
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+/// Accesses to one line are reserved in the order of their issue times, including a locked
+/// instruction issued behind buffered stores: it waits for them to commit, and only then, as
+/// the earliest thread, takes its turn on the line (it used to be reserved at the later time
+/// while other threads' earlier requests for the line were still to come).
+#[test]
+fn a_locked_instruction_behind_buffered_stores_is_reserved_in_issue_order() {
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+    let m = machine("x5-4");
+    // Four threads on four sockets; each writes its own line, which the next one reads (so
+    // the write misses and waits in the store buffer), then increments the shared counter.
+    let hws = [0, 36, 72, 108];
+    let (report, trace) = Simulation::new(m).run_traced(0, u64::MAX / 1000, move || {
+        let shared = Arc::new(Line(AtomicU64::new(0)));
+        let own: Arc<Vec<Line>> = Arc::new((0..4).map(|_| Line(AtomicU64::new(0))).collect());
+        let workers: Vec<_> = hws
+            .iter()
+            .enumerate()
+            .map(|(i, &hw)| {
+                let (shared, own) = (shared.clone(), own.clone());
+                thread::spawn_on(hw, move || {
+                    for k in 0..200u64 {
+                        own[i].0.store(k, Relaxed);
+                        let _ = own[(i + 1) % 4].0.load(Relaxed);
+                        shared.0.fetch_add(1, Relaxed);
+                        let _ = shared.0.load(Relaxed);
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join());
+        assert_eq!(shared.0.load(Relaxed), 800);
+    });
+    assert!(report.simulated_accesses > 3000, "{report:?}");
+    let mut last_issue = std::collections::HashMap::new();
+    let mut rmws = 0;
+    for a in &trace {
+        if a.kind == numa_sim::AccessKind::Rmw {
+            rmws += 1;
+        }
+        let line = a.address >> 6;
+        let last = last_issue.entry(line).or_insert(0);
+        assert!(
+            a.issued_ps >= *last,
+            "{a:?} reserved after an access to its line issued at {last} ps"
+        );
+        *last = a.issued_ps;
+    }
+    assert_eq!(rmws, 800);
+}
