@@ -684,6 +684,9 @@ fn worker<L: SimLock, W: Workload>(
             } else {
                 (head as *const Head).cast::<u8>()
             };
+            // Read by the section and by `between_acquisitions` after it (the same lock).
+            crate::numasim::workload::LOCK_LINE
+                .with(|c| c.set((&*guarded.lock as *const L).cast::<u8>()));
             data.workload
                 .critical_section(first_line, input, &mut local, id);
             let head = &mut *data.head;

@@ -16,6 +16,15 @@ pub use crate::common::workload::XorShift;
 use crate::common::workload::{NIL, check_free_list, free_list_len, fresh_links, kv_key, kv_put};
 use crate::numasim::harness::RunConfig;
 
+thread_local! {
+    /// The line of the lock the thread last took: v5.10's locktorture module lays `cxt` out on
+    /// the line of `torture_spinlock` (BENCHMARKS.md, "Where locktorture's module puts its lock").
+    pub static LOCK_LINE: std::cell::Cell<*const u8> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+fn lock_line() -> *const u8 {
+    LOCK_LINE.with(|c| c.get())
+}
+
 /// One simulated 64-byte cache line.
 #[repr(align(64))]
 #[derive(Clone, Copy)]
@@ -419,12 +428,15 @@ impl Workload for LockTorture {
         // not depend on each other (the branch on the first is predicted), so an out-of-order
         // core has both misses in flight at once: one batch.
         let stats = self.stats[thread / LOCKTORTURE_STATS_PER_LINE].addr();
-        numa_sim::touch_read(&[head, stats]);
+        // ... and cxt.cur_ops for the indirect call of write_delay, on the lock's line.
+        numa_sim::touch_read(&[head, stats, lock_line()]);
         numa_sim::touch(&[head]);
         numa_sim::touch(&[stats]);
         // cxt.cur_ops->write_delay(&rand), an indirect call: three draws, each tested with a
         // division.
         numa_sim::kernel_indirect_call();
+        // write_delay's divisors: cxt.nrealwriters_stress, on the lock's line.
+        numa_sim::touch_read(&[lock_line()]);
         numa_sim::cycles(WRITE_DELAY_CYCLES);
         for _ in 0..3 {
             numa_sim::cycles(TORTURE_RANDOM_CYCLES);
@@ -439,6 +451,8 @@ impl Workload for LockTorture {
         // lock_is_write_held = false; then the indirect call cxt.cur_ops->writeunlock(), before
         // the unlock's store.
         numa_sim::touch(&[head]);
+        // cxt.cur_ops for writeunlock's indirect call: the retpoline waits for it.
+        numa_sim::touch_read(&[lock_line()]);
         numa_sim::kernel_indirect_call();
         self.entries += 1;
     }
@@ -446,6 +460,8 @@ impl Workload for LockTorture {
     fn between_acquisitions() {
         // With the indirect calls cxt.cur_ops->task_boost() and ->writelock().
         numa_sim::cycles(WRITER_LOOP_CYCLES + TORTURE_RANDOM_CYCLES);
+        // cxt.cur_ops for task_boost and writelock, on the lock's line, before spin_lock.
+        numa_sim::touch_read(&[lock_line()]);
         numa_sim::kernel_indirect_call();
         numa_sim::kernel_indirect_call();
     }
