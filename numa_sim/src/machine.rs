@@ -571,8 +571,8 @@ fn placed(
 
 /// The presets: public statics, each documented with the sources of its numbers.
 ///
-/// Every number comes from `notes/presets_research.md` (the project's research notes, which
-/// quote each source). Marks: **APPROX** = measured on a close relative of the CPU (same core
+/// Every number cites its source in the rustdoc of the preset that uses it (the research
+/// notes they were first collected in are not part of the crate). Marks: **APPROX** = measured on a close relative of the CPU (same core
 /// family); **EST** = derived, no direct measurement published; **UNVERIFIED** = recalled from
 /// a source that could not be opened (check before relying on it). Unmarked values are direct
 /// measurements of the CPU named. Nothing here was fitted to lock benchmark results.
