@@ -657,10 +657,12 @@ fn check_bypasses(
 /// node's queue runs dry (20% remote allowed; a rotation at every handoff would be 75%). With
 /// stealing on (the default), steals are blind to nodes, and the holder's node keeps the lock
 /// while its threads steal it, until the head forbids stealing after the steal bound (1 ms): the
-/// wait bound adds that, and the remote bound is 25%: the fast path's re-takes are blind to
+/// wait bound adds that, and the remote bound is wider: the fast path's re-takes are blind to
 /// nodes too (13.0% measured while the release loaded the lock word before its RMW, 21.6% with
 /// the one-RMW release, which frees the lock sooner, 17.8% since a flat HqMutex hands off as
-/// McsMutex does; MCS 79-83%).
+/// McsMutex does; MCS 79-83%). Since the engine fix of 2026-12-05 (a line's accesses reserved
+/// in issue order): 11.6% (MCS 83.8%), and 29.1% with feature `stats`, whose bookkeeping in the
+/// critical path changes the timing (MCS 73.0%): the bound is 35%.
 #[test]
 fn hq_every_node_gets_a_turn() {
     let _tunables = tunables();
@@ -689,7 +691,7 @@ fn hq_every_node_gets_a_turn() {
         assert!(m.per_thread.iter().all(|&n| n > 0), "{:?}", m.per_thread);
         let wait_bound = if stealing { 1_000_000 } else { 0 } + 500_000;
         assert!(m.max_wait_ns <= wait_bound, "waited {} ns", m.max_wait_ns);
-        let remote_bound = if stealing { 25.0 } else { 20.0 };
+        let remote_bound = if stealing { 35.0 } else { 20.0 };
         assert!(m.remote_pct() <= remote_bound, "{:.1}%", m.remote_pct());
     }
 }
