@@ -645,16 +645,13 @@ impl Engine {
         self.seq += 1;
         let seq = self.seq;
         let buffered = kind == Kind::Store && self.store_buffers;
+        // A locked instruction drains the store buffer first (x86: it cannot execute before every
+        // earlier store has committed), a store waits for an entry. In virtual time the caller
+        // has done so before the sync (then this waits for nothing); the randomized mode has not.
+        self.make_ready(kind, 1);
         let task = &mut self.tasks[me];
         task.ops += 1;
         task.last_seq = seq;
-        if kind == Kind::Rmw {
-            // A locked instruction drains the store buffer first (x86: it cannot execute before
-            // every earlier store has committed). Done already by `make_ready`, before the sync.
-            task.drain_store_buffer();
-        } else if buffered {
-            task.make_room_in_store_buffer(self.topo.machine.store_buffer);
-        }
         let (now, ops) = (task.clock, task.ops);
         let last_commit = task.last_commit;
         let (seed, amount) = (self.seed, self.jitter);

@@ -572,9 +572,10 @@ fn placed(
 /// The presets: public statics, each documented with the sources of its numbers.
 ///
 /// Every number cites its source in the rustdoc of the preset that uses it (the research
-/// notes they were first collected in are not part of the crate). Marks: **APPROX** = measured on a close relative of the CPU (same core
-/// family); **EST** = derived, no direct measurement published; **UNVERIFIED** = recalled from
-/// a source that could not be opened (check before relying on it). Unmarked values are direct
+/// notes they were first collected in are not part of the crate). Marks: **APPROX** = measured
+/// on a close relative of the CPU (same core family); **EST** = derived, no direct measurement
+/// published; **UNVERIFIED** = recalled from a source that could not be opened (check before
+/// relying on it). Unmarked values are direct
 /// measurements of the CPU named. Nothing here was fitted to lock benchmark results.
 ///
 /// Instruction costs, common to every preset: `cycle` is the core clock the preset's other
