@@ -117,6 +117,9 @@ impl Topo {
     }
 }
 
+/// [`Line::fill`] when no prefetch is pending.
+pub(crate) const NO_FILL: (u16, Ps) = (u16::MAX, 0);
+
 /// One 64-byte line.
 ///
 /// | `holders` | `modified` | MESI state                                             |
@@ -135,6 +138,9 @@ pub(crate) struct Line {
     pub(crate) reads_until: Ps,
     /// The NUMA node whose memory holds the line.
     pub(crate) home: u16,
+    /// The hardware thread whose software prefetch of this line was last reserved, and when its
+    /// fill completes: until then that thread's hits wait for it ([`NO_FILL`]: none).
+    pub(crate) fill: (u16, Ps),
     /// Spinners sleeping until this line is written: (task, sleep sequence number). Entries
     /// whose sequence number is no longer the task's current sleep are stale and skipped.
     pub(crate) sleepers: Vec<(u32, u32)>,
@@ -206,6 +212,7 @@ impl Line {
             busy_until: 0,
             reads_until: 0,
             home: home as u16,
+            fill: NO_FILL,
             sleepers: Vec::new(),
             buffered: Vec::new(),
         }
@@ -224,6 +231,16 @@ impl Line {
             .unwrap_or(0)
     }
 
+    /// A hit by `hw` completing at `completion`, or when `hw`'s prefetch of the line fills it,
+    /// if that is later.
+    fn after_fill(&self, hw: usize, completion: Ps) -> Ps {
+        if usize::from(self.fill.0) == hw {
+            completion.max(self.fill.1)
+        } else {
+            completion
+        }
+    }
+
     /// A load by `hw` at `now`; `jitter` scales transfer costs.
     pub(crate) fn load(
         &mut self,
@@ -233,7 +250,7 @@ impl Line {
         jitter: impl FnOnce(Ps) -> Ps,
     ) -> Reservation {
         if self.holders.contains(hw) {
-            let completion = now + topo.machine.costs.l1_hit;
+            let completion = self.after_fill(hw, now + topo.machine.costs.l1_hit);
             self.reads_until = self.reads_until.max(completion);
             return Reservation {
                 completion,
@@ -266,7 +283,8 @@ impl Line {
         let costs = &topo.machine.costs;
         if self.holders.is_only(hw) {
             // Modified or Exclusive here: no other copy to invalidate.
-            let completion = now + if rmw { costs.rmw_hit } else { costs.l1_hit };
+            let hit = now + if rmw { costs.rmw_hit } else { costs.l1_hit };
+            let completion = self.after_fill(hw, hit);
             self.busy_until = self.busy_until.max(completion);
             self.modified = true;
             return Reservation {

@@ -623,6 +623,60 @@ impl Engine {
         }
     }
 
+    /// A software prefetch of the line of `addr` by the current thread, for reading or (with
+    /// `write`) for writing: reserved as a load, or as a write that stores nothing (every
+    /// other copy invalidated, spinners on the line woken to read it again), at the thread's
+    /// clock; the thread goes on after the instruction's issue time, and its own hits on the
+    /// line wait for the fill ([`Line::fill`]). A miss only: a line the thread holds as the
+    /// prefetch needs is left alone.
+    pub(crate) fn prefetch(&mut self, addr: usize, write: bool) {
+        let me = self.current;
+        let Some(hw) = self.tasks[me].hw else {
+            return;
+        };
+        let line_id = (addr >> 6) as u64;
+        let home = self.topo.places[hw].node;
+        let line = self.lines.get_or_insert_with(line_id, || Line::new(home));
+        let held = if write {
+            line.holders.is_only(hw)
+        } else {
+            line.holders.contains(hw)
+        };
+        let task = &mut self.tasks[me];
+        let (now, issue) = (task.clock, self.topo.machine.costs.issue);
+        task.clock = now + issue;
+        task.iter_pure = false;
+        if held {
+            return;
+        }
+        self.counters.accesses += 1;
+        self.seq += 1;
+        let task = &mut self.tasks[me];
+        task.ops += 1;
+        task.last_seq = self.seq;
+        let (seed, amount, ops) = (self.seed, self.jitter, task.ops);
+        let jitter = |cost| jittered(cost, amount, seed, me, ops);
+        let line = self.lines.get_mut(&line_id).expect("inserted above");
+        let r = if write {
+            line.store(&self.topo, hw, now, false, jitter)
+        } else {
+            line.load(&self.topo, hw, now, jitter)
+        };
+        line.fill = (hw as u16, r.completion);
+        self.record(Access {
+            issued_ps: now,
+            completed_ps: r.completion,
+            task: me,
+            hw,
+            kind: if write { Kind::Store } else { Kind::Load },
+            address: addr,
+            hit: false,
+        });
+        if write {
+            self.wake_spinners(line_id, r.completion);
+        }
+    }
+
     /// Step 2 of an access (see the module docs): cost it, update the line, advance the
     /// current task's clock, wake the spinners a write concerns.
     ///

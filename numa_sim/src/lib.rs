@@ -478,6 +478,24 @@ pub fn div64() {
     }
 }
 
+/// The kernel's `prefetchw(addr)` on the simulated machine: a prefetch of `addr`'s line for
+/// writing where the CPU has one ([`Machine::write_prefetch`]), for reading where it has not.
+/// The request goes out at once (after the scheduling point of an access) and the thread goes
+/// on after the instruction's issue; its own accesses to the line that hit wait for the fill.
+/// A no-op outside a simulation and on a line the thread already holds as it needs.
+pub fn kernel_prefetchw(addr: *const u8) {
+    let Some(cell) = engine::active() else {
+        return;
+    };
+    if cell.borrow().mode == Mode::Randomized {
+        return;
+    }
+    engine::sync(cell);
+    let mut e = cell.borrow_mut();
+    let write = e.machine().write_prefetch;
+    e.prefetch(addr as usize, write);
+}
+
 /// One indirect call in kernel code, beyond what a predicted call costs
 /// (`Costs::kernel_indirect_call`: the retpoline where the kernel uses one). For models of kernel
 /// code that call through function pointers; a no-op outside a simulation.

@@ -152,6 +152,13 @@ pub struct Machine {
     /// Entries of a hardware thread's store buffer: plain stores that may be in flight (issued,
     /// not yet committed) at once; a store into a full buffer waits for the oldest to commit.
     pub store_buffer: usize,
+    /// Whether the CPU has a prefetch for writing (x86 `PREFETCHW`, CPUID `PRFCHW`, which Linux
+    /// lists as the `3dnowprefetch` flag; Arm `PRFM PSTL1KEEP`). The kernel's `prefetchw()`
+    /// issues it where the CPU has it, and `prefetcht0`, a prefetch for reading, on an x86-64
+    /// CPU without it (`arch/x86/include/asm/processor.h`: `alternative_input(BASE_PREFETCH,
+    /// "prefetchw %P1", X86_FEATURE_3DNOWPREFETCH, ...)`, `BASE_PREFETCH` being
+    /// `"prefetcht0 %P1"` on 64-bit). See [`kernel_prefetchw`](crate::kernel_prefetchw).
+    pub write_prefetch: bool,
     /// The costs.
     pub costs: Costs,
 }
@@ -647,7 +654,10 @@ pub mod presets {
     /// Core: L1 hit 4 cycles (7-cpu.com Haswell) = 1.5 ns; `pause` about 10 cycles before
     /// Skylake (Intel Optimization Reference Manual, "Pause Latency in Skylake") = 3.8 ns;
     /// locked RMW on an owned line ~20 cycles = 7.7 ns (**UNVERIFIED**, Agner Fog); store
-    /// buffer 42 entries (Intel Optimization Reference Manual, Haswell microarchitecture).
+    /// buffer 42 entries (Intel Optimization Reference Manual, Haswell microarchitecture). No
+    /// prefetch for writing: Haswell (family 6, model 63) does not report `PRFCHW` (Linux's
+    /// flags for an E5-2690 v3 list `abm` and no `3dnowprefetch`; Intel added it with
+    /// Broadwell), so the kernel's `prefetchw()` runs as `prefetcht0`.
     /// OS: vDSO clock read 20 ns (**EST**, 12–23 ns measured on recent x86, perf-book #84);
     /// `sched_yield` 300 ns (**EST**, 0.1–0.5 µs); futex sleep 1.5 µs (**EST** from pinned
     /// context-switch costs of 1.2–1.5 µs, Bendersky 2018), waker's futex_wake 1 µs (**EST**,
@@ -663,6 +673,7 @@ pub mod presets {
         cores_per_l3: 18,
         threads_per_core: 2,
         store_buffer: 42,
+        write_prefetch: false,
         costs: HASWELL,
     };
 
@@ -687,6 +698,7 @@ pub mod presets {
         cores_per_l3: 12,
         threads_per_core: 2,
         store_buffer: 42,
+        write_prefetch: false,
         costs: HASWELL,
     };
 
@@ -710,6 +722,7 @@ pub mod presets {
     /// 5.8 ns (**EST**, 10–20 cycles, a free parameter). Store buffer 48 entries (**EST**: not
     /// published for TSV110; Arm's Neoverse N1, of the same generation, has 48 store-queue
     /// entries; the lock code keeps a handful of stores in flight, so only the order matters).
+    /// Prefetch for writing: arm64's `prefetchw()` is `prfm pstl1keep`.
     /// OS: clock read 20 ns, `sched_yield` 300 ns, futex sleep 1.5 µs, futex_wake 1 µs (all
     /// **EST**, as for x5-4); wake-up latency 6 µs (**EST**: lat_pipe round trips of 10–18 µs
     /// for two wakes, pipe overhead included, wayca-scheduler `log.pipe-latency`).
@@ -723,6 +736,7 @@ pub mod presets {
         cores_per_l3: 4,
         threads_per_core: 1,
         store_buffer: 48,
+        write_prefetch: true,
         costs: Costs {
             smt: ns(34.0), // no SMT: never used
             same_l3: ns(34.0),
@@ -761,7 +775,8 @@ pub mod presets {
     /// Core: L1 hit 4 cycles = 1.2 ns (7-cpu.com Zen 3); `pause` about 64 cycles = 20 ns
     /// (**UNVERIFIED** for Zen 3: 64 cycles documented for Zen 4, 40–65 seen); locked RMW on
     /// an owned line ~8 cycles = 2.5 ns (**UNVERIFIED**, Agner Fog); store queue 64 entries
-    /// (AMD's Software Optimization Guide for family 19h, Zen 3).
+    /// (AMD's Software Optimization Guide for family 19h, Zen 3). Prefetch for writing: AMD
+    /// parts report `PRFCHW` (`3dnowprefetch`).
     /// Memory: local 115 ns, remote 195 ns (**EST**, no published idle latency found).
     /// OS: clock read 20 ns (EPYC 9274F, perf-book #84); `sched_yield` 300 ns, futex sleep
     /// 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
@@ -775,6 +790,7 @@ pub mod presets {
         cores_per_l3: 8,
         threads_per_core: 2,
         store_buffer: 64,
+        write_prefetch: true,
         costs: Costs {
             smt: ns(9.8),
             same_l3: ns(23.0),
@@ -842,6 +858,7 @@ pub mod presets {
         cores_per_l3: 8,
         threads_per_core: 2,
         store_buffer: 64,
+        write_prefetch: true,
         costs: Costs {
             smt: ns(9.0),
             same_l3: ns(23.0),
@@ -880,7 +897,8 @@ pub mod presets {
     /// since Skylake (Intel Optimization Reference Manual), 43 ns measured on Skylake-X
     /// (rocksdb #4086); locked RMW on an owned line ~20 cycles = 6 ns (**UNVERIFIED**; 5.8 ns
     /// measured on Coffee Lake, portable-atomic #156); store buffer 56 entries (Intel
-    /// Optimization Reference Manual, Skylake Server microarchitecture).
+    /// Optimization Reference Manual, Skylake Server microarchitecture). Prefetch for writing:
+    /// `PRFCHW` since Broadwell (`3dnowprefetch`).
     /// OS: clock read 23 ns (Xeon Gold 5318Y, perf-book #84); `sched_yield` 300 ns, futex sleep
     /// 1.5 µs, futex_wake 1 µs, wake-up latency 5 µs (**EST**, as for x5-4).
     pub static GENERIC_2S: Machine = Machine {
@@ -893,6 +911,7 @@ pub mod presets {
         cores_per_l3: 16,
         threads_per_core: 2,
         store_buffer: 56,
+        write_prefetch: true,
         costs: Costs {
             smt: ns(7.4),
             same_l3: ns(48.0),

@@ -957,3 +957,71 @@ fn a_locked_instruction_behind_buffered_stores_is_reserved_in_issue_order() {
     }
     assert_eq!(rmws, 800);
 }
+
+/// `kernel_prefetchw`: the thread goes on after the instruction's issue while the line comes,
+/// and its first load of the line waits for the fill; on a CPU with a prefetch for writing the
+/// other copies are invalidated (the holder's next load misses), on one without (Haswell:
+/// `x5-4`) the prefetch reads and the holder keeps its copy.
+#[test]
+fn a_prefetch_does_not_stall_and_its_line_is_read_after_the_fill() {
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+    for (name, writes) in [("x5-4", false), ("2s-generic", true)] {
+        let m = machine(name);
+        assert_eq!(m.write_prefetch, writes, "{name}");
+        let other_socket = m.costs.other_socket;
+        let (_, trace) = Simulation::new(m)
+            .jitter(0.0)
+            .run_traced(0, u64::MAX / 1000, move || {
+                let line = Arc::new(Line(AtomicU64::new(7)));
+                let theirs = line.clone();
+                // The holder on socket 0 reads the line at once and again at 2 µs.
+                let holder = thread::spawn_on(0, move || {
+                    assert_eq!(line.0.load(Relaxed), 7);
+                    numa_sim::work(2000);
+                    assert_eq!(line.0.load(Relaxed), 7);
+                });
+                // Socket 1 prefetches it at 1 µs and reads it right after.
+                let prefetcher = thread::spawn_on(m.hw_threads() / m.sockets, move || {
+                    numa_sim::work(1000);
+                    numa_sim::kernel_prefetchw(std::ptr::from_ref(&theirs.0).cast());
+                    assert_eq!(theirs.0.load(Relaxed), 7);
+                });
+                holder.join();
+                prefetcher.join();
+            });
+        let prefetcher_hw = m.hw_threads() / m.sockets;
+        let mine: Vec<_> = trace.iter().filter(|a| a.hw == prefetcher_hw).collect();
+        assert_eq!(mine.len(), 2, "{name}: {trace:#?}");
+        let (prefetch, load) = (mine[0], mine[1]);
+        assert_eq!(prefetch.issued_ps, 1_000_000, "{name}: {prefetch:?}");
+        assert_eq!(
+            prefetch.kind,
+            if writes {
+                numa_sim::AccessKind::Store
+            } else {
+                numa_sim::AccessKind::Load
+            },
+            "{name}"
+        );
+        assert_eq!(
+            prefetch.completed_ps - prefetch.issued_ps,
+            other_socket,
+            "{name}"
+        );
+        // Issued right after the prefetch's issue, the load hits and completes at the fill.
+        assert!(
+            load.issued_ps < prefetch.issued_ps + 5_000,
+            "{name}: {load:?}"
+        );
+        assert!(load.hit, "{name}: {load:?}");
+        assert_eq!(load.completed_ps, prefetch.completed_ps, "{name}: {load:?}");
+        // The holder's second load: a hit unless the prefetch took its copy away.
+        let second = trace
+            .iter()
+            .filter(|a| a.hw == 0)
+            .nth(1)
+            .expect("the holder's second load");
+        assert_eq!(second.hit, !writes, "{name}: {second:?}");
+    }
+}
