@@ -15,7 +15,9 @@
 //! paravirt hooks, the four per-CPU nodes for nested contexts (a simulated thread takes one
 //! lock at a time, so only node 0 is used, and its nesting count, a hit on the thread's own
 //! line, is not simulated), CNA's priority node for interrupt and RT contexts (simulated threads
-//! are ordinary tasks), and `prefetchw` of the successor's node (a hint).
+//! are ordinary tasks). The new MCS head's `prefetchw(next)` is modelled with
+//! [`numa_sim::kernel_prefetchw`]: a prefetch for writing, or for reading on a CPU without one
+//! (Haswell: the `x5-4` and `e5-2690v3-2s` presets).
 //!
 //! # The lock word
 //!
@@ -680,6 +682,11 @@ impl<P: Policy> Queued<P> {
                 numa_sim::pause();
             }
             next = node.next.load(Relaxed);
+            // `if (next) prefetchw(next);`: the successor's node, for the handoff.
+            if next != 0 {
+                let successor: *const QNode = nodes.by_tail(next);
+                numa_sim::kernel_prefetchw(successor.cast());
+            }
         }
         // Step 5: MCS head.
         self.policy.wait_head_or_lock(lock, nodes, me);
