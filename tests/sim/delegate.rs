@@ -98,10 +98,11 @@ fn run(lock: LockKind, workload: WorkloadKind, threads: usize) -> (f64, f64) {
 
 /// #39's figures on `x5-4` (BENCHMARKS.md, "Delegation in numa_sim"; seeds 1-3, pinned at
 /// seed 1 a few percent under the lowest; 2026-12-05, after the engine fix that reserves a
-/// line's accesses in issue order): `hq-delegate` against HqMutex (1.20-1.24x on `counter`,
-/// 1.04-1.06x on `kv`) and the better v15 kernel CNA model (2.30-2.35x, 0.83-0.84x) at 32 and
-/// 72 threads, its p99 wait at 16-72 (the target, 200 us; 70-111), and against HqMutex at 2-4
-/// threads (0.99-1.40x; 4 with the linux placement too, 0.99-1.00x).
+/// line's accesses in issue order, with the kernel's `prefetchw` in the models): `hq-delegate`
+/// against HqMutex (1.20-1.24x on `counter`, 1.04-1.06x on `kv`) and the better v15 kernel CNA
+/// model (2.34-2.37x, 0.83-0.84x) at 32 and 72 threads, its p99 wait at 16-72 (the target,
+/// 200 us; 70-111), and against HqMutex at 2-4 threads (0.99-1.40x; 4 with the linux placement
+/// too, 0.99-1.00x).
 #[test]
 fn hq_delegate_on_x5_4() {
     let _defaults = tunables();

@@ -976,9 +976,9 @@ fn retake_window_lets_the_releasing_thread_back_in() {
 
 /// The cache-domain issue's pins (#26): `numasim` at seed 1, default tunables, 10 ms each, against
 /// `cna-kernel` in the same run. Measured values in brackets (2026-11-25, seeds 1-3; since the
-/// engine fix of 2026-12-05, seed 1: 3.26x and 1.88x on `counter` at 64 threads, 2.29x on `kv`,
-/// 1.70x at 32 threads, where the fairness factor is 0.634, over #38's 0.6: a miss, pinned at
-/// 0.65).
+/// engine fix of 2026-12-05 and the kernel's `prefetchw` in the models, seed 1: 3.07x and 2.03x
+/// on `counter` at 64 threads, 2.31x on `kv`, 1.60x at 32 threads, where the fairness factor is
+/// 0.634, over #38's 0.6: a miss, pinned at 0.65).
 /// - HqMutex at least 1.5x `cna-kernel` on `counter` with 64 threads on both AMD presets (2.53x
 ///   `epyc-2s`, 1.51-1.52x `epyc9654-2s`: per-CCX queues keep handoffs at 23 ns where a
 ///   per-node lock pays 97-108 ns; with domain turns of 16 handoffs since
@@ -1047,8 +1047,9 @@ fn hq_keeps_handoffs_within_a_ccx_on_amd() {
 /// per-node queue into per-domain ones when a node's turn runs to its limit with waiters of the
 /// node left, also when nobody of another node waits. `numasim` at seed 1, 10 ms, 32 threads,
 /// `counter`, against `cna-kernel` in the same run; measured in brackets (2026-11-27, seeds
-/// 1-3): at least 1.5x on `epyc-2s` (2.16-2.17x) and 1.2x on `epyc9654-2s` (1.32-1.33x), with
-/// fairness factor at most 0.6 (0.53-0.54). Before, such a lock refined only by chance and ran
+/// 1-3; with the kernel's `prefetchw` in the models, seed 1: 2.46x and 1.40x): at least 1.5x on
+/// `epyc-2s` (2.16-2.17x) and 1.2x on `epyc9654-2s` (1.32-1.33x), with fairness factor at most
+/// 0.6 (0.53-0.58). Before, such a lock refined only by chance and ran
 /// per node: 0.98-1.00x and 0.79-0.81x.
 #[cfg(not(feature = "stats"))]
 #[test]
@@ -1085,8 +1086,9 @@ fn hq_refines_to_cache_domains_on_one_node() {
 /// - `wait_p99_us` at most 200: `epyc-2s` `counter` 89-91, `kv` 107-108; `epyc9654-2s`
 ///   `counter` 141, `kv` 174-175.
 /// - Fairness factor at most 0.6 (0.51-0.52).
-/// - HqMutex at least 1.5x `cna-kernel` on `counter` (2.31-2.57x) and 1.3x on `kv`
-///   (1.38-1.51x): the shorter domain turns keep most of the per-domain gain.
+/// - HqMutex at least 1.5x `cna-kernel` on `counter` (2.31-2.57x; with the kernel's
+///   `prefetchw` in the models, seed 1: 3.13x and 3.16x) and 1.3x on `kv` (1.38-1.51x; 2.10x
+///   and 1.88x): the shorter domain turns keep most of the per-domain gain.
 #[cfg(not(feature = "stats"))]
 #[test]
 fn hq_bounds_the_wait_behind_cache_domain_turns_on_amd() {
@@ -1189,7 +1191,8 @@ fn hq_stays_flat_on_one_node() {
 /// 4 threads, one per node, HqMutex and McsMutex make 1.08 M/s against `cna-kernel`'s 1.54
 /// (#38 takes it on), so the floor there is 0.65x; at 8 threads HqMutex crosses nodes in 40% of
 /// its handoffs against McsMutex's 68% (it was under half of McsMutex's before). Since the
-/// engine fix of 2026-12-05: 0.98, 0.99, 1.03, 1.26, 1.29, 1.63, 1.10, 1.19, and at 8 threads
+/// engine fix of 2026-12-05 and the kernel's `prefetchw` in the models: 0.98, 0.99, 0.97, 1.27,
+/// 1.31, 1.63, 1.10, 1.20, and at 8 threads
 /// 42% against McsMutex's 52% (0.81x: McsMutex now crosses less; pinned at 0.85x).
 #[cfg(not(feature = "stats"))]
 #[test]
@@ -1939,10 +1942,11 @@ fn rwlock_targets_on_the_x5_4_rw_workload() {
 /// (`--placement linux`), a window of 200 µs. CNA v13 (the code of the series' v13 table) moves
 /// waiters of other nodes to the secondary queue and passes the lock within the node on every
 /// traced handoff (seed 1: 100%, against 31% for the stock qspinlock's FIFO). v15 orders only
-/// while the lock word is busy: its heads do find it busy and move waiters, but most find it
-/// free first, and its traced handoffs stay local only a little more often than stock's (41%
-/// and, without shuffle reduction, 47%: BENCHMARKS.md, "Validation against the kernel's
-/// published runs").
+/// while the lock word is busy: in this window its heads find it busy and move waiters, and
+/// its traced handoffs stay local too (seed 1, with the kernel's `prefetchw`: 100% and, without
+/// shuffle reduction, 84%), but over a whole run a head handed the lock across sockets mostly
+/// finds it free, and shuffle reduction leaves stretches in arrival order (BENCHMARKS.md,
+/// "Validation against the kernel's published runs").
 #[cfg(not(feature = "stats"))]
 #[test]
 fn cna_kernel_orders_its_queue_at_32_threads() {
