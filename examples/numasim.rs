@@ -90,7 +90,8 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}, placement {}, store buffers {}, locktorture stutter {} jiffies",
+         stealing {}, placement {}, store buffers {}, locktorture stutter {} jiffies, \
+         cna-kernel threshold {} ns",
         options.duration_us,
         machine.name,
         machine.hw_threads(),
@@ -100,6 +101,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
         options.placement.name(),
         if options.store_buffers { "on" } else { "off" },
         options.stutter_jiffies,
+        options.cna_kernel_threshold_ns,
     );
     let began = Instant::now();
     let mut rows = Vec::new();
@@ -131,6 +133,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,
                     stutter_jiffies: options.stutter_jiffies,
+                    cna_kernel_threshold_ns: options.cna_kernel_threshold_ns,
                     trace: options.trace,
                 };
                 let result = match harness::run_once(lock, workload, &config) {

@@ -188,6 +188,17 @@ fn other_bad_values_are_rejected() {
         &["--locktorture-stutter", "1001"],
         &["'1001'", "--locktorture-stutter", "0..=1000"],
     );
+    for ns in ["0", "999", "1000000001", "1ms"] {
+        let quoted = format!("'{ns}'");
+        assert_rejected(
+            &["--cna-kernel-threshold-ns", ns],
+            &[&quoted, "--cna-kernel-threshold-ns"],
+        );
+    }
+    assert_rejected(
+        &["--cna-kernel-threshold-ns", "999"],
+        &["1000..=1000000000"],
+    );
     for pct in ["101", "-1", "9.5", "all", ""] {
         let quoted = format!("'{pct}'");
         assert_rejected(
@@ -540,6 +551,12 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
     // The kernel's stutter is on by default, as in locktorture, and the header says so.
     assert!(help.contains("--locktorture-stutter") && help.contains("[default: 5]"));
     assert!(stderr.contains("locktorture stutter 5 jiffies"), "{stderr}");
+    // CNA v15's flush threshold, its module parameter: 1 ms by default, and said so.
+    assert!(help.contains("--cna-kernel-threshold-ns") && help.contains("[default: 1000000]"));
+    assert!(
+        stderr.contains("cna-kernel threshold 1000000 ns"),
+        "{stderr}"
+    );
 }
 
 #[test]

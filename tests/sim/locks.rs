@@ -771,6 +771,7 @@ pub(crate) fn run_config(
         lockbench_ops: None,
         store_buffers: true,
         stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
+        cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
         trace: None,
     }
 }
@@ -1683,6 +1684,7 @@ fn model_config(
         lockbench_ops: None,
         store_buffers: true,
         stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
+        cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
         trace: None,
     }
 }

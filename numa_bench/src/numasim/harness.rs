@@ -184,6 +184,9 @@ pub struct RunConfig {
     /// locktorture's `stutter`, jiffies: its writers halt and restart every period (0 or 1:
     /// never, as in the kernel; the other workloads ignore it). See [`crate::numasim::stutter`].
     pub stutter_jiffies: u64,
+    /// The CNA v15 models' `numa_spinlock_threshold_ns` (the other locks ignore it; see
+    /// [`crate::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS`]).
+    pub cna_kernel_threshold_ns: u64,
     /// Record the accesses issued in this window of virtual time (ns, end excluded).
     pub trace: Option<(u64, u64)>,
 }

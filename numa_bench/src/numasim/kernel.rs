@@ -76,9 +76,10 @@ const PENDING_LOOPS: u32 = 1 << 9;
 
 /// CNA's `start_time` value that tells `cna_lock_handoff` to flush the secondary queue.
 const FLUSH_SECONDARY_QUEUE: u64 = 1;
-/// `numa_spinlock_threshold_ns`: how long a secondary queue may wait before it is flushed (the
-/// series' default, 1 ms).
-const INTRA_NODE_THRESHOLD_NS: u64 = 1_000_000;
+/// `numa_spinlock_threshold_ns`: how long a secondary queue may wait before it is flushed, by
+/// default (the series' default since v15, 1 ms; `numasim --cna-kernel-threshold-ns` sets it, as
+/// the module parameter does: the v15 cover letter also publishes runs with 10 ms).
+pub const DEFAULT_CNA_THRESHOLD_NS: u64 = 1_000_000;
 /// `SHUFFLE_REDUCTION_PROB_ARG`: with no secondary queue, order the queue with probability
 /// 1 / 2^7.
 const SHUFFLE_REDUCTION_BITS: u32 = 7;
@@ -205,7 +206,10 @@ impl Nodes {
 
 /// The qspinlock slow path's hooks: the stock lock's (`__try_clear_tail`,
 /// `__mcs_lock_handoff`, no `wait_head_or_lock`) or CNA's.
-pub trait Policy: Default + Send + Sync + 'static {
+pub trait Policy: Send + Sync + 'static {
+    /// The hooks of one lock, with the run's parameters.
+    fn new(config: &RunConfig) -> Self;
+
     /// `cna_init_node`, when the node is about to be queued.
     fn init_node(_node: &QNode) {}
 
@@ -228,16 +232,21 @@ pub trait Policy: Default + Send + Sync + 'static {
 }
 
 /// The stock qspinlock's slow path: no hooks.
-#[derive(Default)]
 pub struct Stock;
 
-impl Policy for Stock {}
+impl Policy for Stock {
+    fn new(_config: &RunConfig) -> Self {
+        Stock
+    }
+}
 
 /// CNA's hooks (v15): with shuffle reduction (`SRO`, the series' patch 5/6, as the deepin and
 /// openEuler kernels carry it) or without (the series' patches 1–4 and 6, the variant of the
 /// cover letter's "w/o SRO" column).
-#[derive(Default)]
-pub struct Cna<const SRO: bool>;
+pub struct Cna<const SRO: bool> {
+    /// `numa_spinlock_threshold_ns`.
+    threshold_ns: u64,
+}
 
 impl<const SRO: bool> Cna<SRO> {
     /// `cna_order_queue`: if our successor is of another node and has a successor of its own,
@@ -341,6 +350,12 @@ fn cna_try_clear_tail(lock: &AtomicU32, val: u32, nodes: &Nodes, me: usize) -> b
 }
 
 impl<const SRO: bool> Policy for Cna<SRO> {
+    fn new(config: &RunConfig) -> Self {
+        Cna {
+            threshold_ns: config.cna_kernel_threshold_ns,
+        }
+    }
+
     fn init_node(node: &QNode) {
         // numa_node = real_numa_node; start_time = 0 (the model's threads are pinned).
         let home = numa_sim::current_node() as u32;
@@ -356,7 +371,7 @@ impl<const SRO: bool> Policy for Cna<SRO> {
             return;
         }
         let start = node.start_time.load(Relaxed);
-        if start == 0 || local_clock() <= start + INTRA_NODE_THRESHOLD_NS {
+        if start == 0 || local_clock() <= start + self.threshold_ns {
             set_path(CnaPath::Free);
             // Sort the queue while the lock is busy: `while (LOCK_IS_BUSY(lock) &&
             // !cna_order_queue(node)) cpu_relax();`
@@ -418,7 +433,6 @@ impl<const SRO: bool> Policy for Cna<SRO> {
 /// after 10 ms (`MSECS_TO_JIFFIES(10)`). v15 (the series' last version, [`Cna`]) replaced
 /// the single look by a scan `while (LOCK_IS_BUSY(lock))` and the jiffies by `local_clock()`
 /// with a 1 ms default ("Changes from v14" in its cover letter).
-#[derive(Default)]
 pub struct CnaV13<const SRO: bool>;
 
 impl<const SRO: bool> CnaV13<SRO> {
@@ -446,6 +460,10 @@ impl<const SRO: bool> CnaV13<SRO> {
 }
 
 impl<const SRO: bool> Policy for CnaV13<SRO> {
+    fn new(_config: &RunConfig) -> Self {
+        CnaV13
+    }
+
     fn init_node(node: &QNode) {
         Cna::<SRO>::init_node(node);
     }
@@ -586,11 +604,11 @@ impl<P: Policy> SimLock for Queued<P> {
         Nodes::new(threads)
     }
 
-    fn new(shared: &Arc<Nodes>, _index: usize, _config: &RunConfig) -> Self {
+    fn new(shared: &Arc<Nodes>, _index: usize, config: &RunConfig) -> Self {
         Queued {
             word: CachePadded::new(AtomicU32::new(0)),
             nodes: shared.clone(),
-            policy: P::default(),
+            policy: P::new(config),
         }
     }
 
