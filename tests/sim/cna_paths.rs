@@ -16,12 +16,21 @@ fn row(lock: cli::LockKind, workload: cli::WorkloadKind, threads: usize) -> repo
         threads,
         ..crate::locks::run_config("x5-4", threads, cli::Placement::Linux)
     };
-    let run = harness::run_once(lock, workload, &config).unwrap();
+    summarized_run(lock, workload, &config)
+}
+
+/// One run of `lock` on `workload` with `config` (on the X5-4), summarized.
+pub(crate) fn summarized_run(
+    lock: cli::LockKind,
+    workload: cli::WorkloadKind,
+    config: &RunConfig,
+) -> report::Row {
+    let run = harness::run_once(lock, workload, config).unwrap();
     let key = report::RowKey {
         machine: "x5-4",
         lock: "",
         workload: "",
-        threads,
+        threads: config.threads,
     };
     report::summarize(key, &run)
 }

@@ -150,23 +150,14 @@ fn the_cna_v15_flush_threshold_is_its_module_parameter() {
     use cli::LockKind::CnaKernelWoSro;
     use cli::WorkloadKind::LockTorture;
     use numa_bench::numasim::kernel::{CnaPath, DEFAULT_CNA_THRESHOLD_NS};
-    use numa_bench::numasim::report;
     let flush_pct = |threshold_ns| {
         let config = RunConfig {
             threads: 32,
-            duration_ns: 10_000_000,
             cna_kernel_threshold_ns: threshold_ns,
             ..config(stutter::DEFAULT_STUTTER_JIFFIES, 10_000_000)
         };
-        let run = harness::run_once(CnaKernelWoSro, LockTorture, &config).unwrap();
-        let key = report::RowKey {
-            machine: "x5-4",
-            lock: "",
-            workload: "",
-            threads: 32,
-        };
-        let cna = report::summarize(key, &run).cna.unwrap();
-        cna.path_pct[CnaPath::Flush as usize]
+        let row = crate::cna_paths::summarized_run(CnaKernelWoSro, LockTorture, &config);
+        row.cna.unwrap().path_pct[CnaPath::Flush as usize]
     };
     let (short, default) = (flush_pct(1_000), flush_pct(DEFAULT_CNA_THRESHOLD_NS));
     println!("flushes: {short:.2}% of the handoffs at 1 us, {default:.2}% at 1 ms");
