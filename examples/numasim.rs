@@ -90,7 +90,8 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}, placement {}, store buffers {}, locktorture stutter {} jiffies, \
+         stealing {}, placement {}, store buffers {}, store forwarding {}, locktorture stutter {} \
+         jiffies, \
          cna-kernel threshold {} ns",
         options.duration_us,
         machine.name,
@@ -100,6 +101,10 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
         if options.stealing { "on" } else { "off" },
         options.placement.name(),
         if options.store_buffers { "on" } else { "off" },
+        match options.store_forwarding {
+            numa_sim::StoreForwarding::Line => "line",
+            numa_sim::StoreForwarding::Address => "address",
+        },
         options.stutter_jiffies,
         options.cna_kernel_threshold_ns,
     );
@@ -132,6 +137,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     lockbench_locks: options.lockbench_locks,
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,
+                    store_forwarding: options.store_forwarding,
                     stutter_jiffies: options.stutter_jiffies,
                     cna_kernel_threshold_ns: options.cna_kernel_threshold_ns,
                     trace: options.trace,

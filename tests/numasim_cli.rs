@@ -206,6 +206,10 @@ fn other_bad_values_are_rejected() {
             &[&quoted, "--read-pct", "an integer from 0 to 100"],
         );
     }
+    assert_rejected(
+        &["--store-forwarding", "word"],
+        &["'word'", "--store-forwarding", "line", "address"],
+    );
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
     for window in ["5-3", "5", "a-b", "-1-2", "4-4"] {
         assert_rejected(&["--trace", window], &["--trace", "FROM-TO", "FROM < TO"]);
@@ -557,6 +561,49 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
         stderr.contains("cna-kernel threshold 1000000 ns"),
         "{stderr}"
     );
+}
+
+/// `--store-forwarding`: `line` is the default (the same rows as without the option), the
+/// header names the rule, and `address` changes the contended runs' timing only (the same
+/// rows, deterministic, every section counted).
+#[test]
+fn store_forwarding_is_a_rule_of_the_simulated_machine() {
+    let args = [
+        "--threads",
+        "1,8",
+        "--locks",
+        "qspinlock,cna-kernel,cna",
+        "--workload",
+        "locktorture",
+    ];
+    let plain = tiny(&args);
+    let line = tiny(&[&args[..], &["--store-forwarding", "line"]].concat());
+    assert_eq!(without_host_ms(&line, ','), without_host_ms(&plain, ','));
+    let address_args = [&TINY[..], &args[..], &["--store-forwarding", "address"]].concat();
+    let output = numasim(&address_args);
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("store forwarding address"), "{stderr}");
+    let address = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(
+        without_host_ms(&address, ','),
+        without_host_ms(&run_ok(&address_args), ',')
+    );
+    let (rows, by_line) = (csv_rows(&address), csv_rows(&plain));
+    assert_eq!(rows.len(), by_line.len());
+    for (a, l) in rows.iter().zip(&by_line) {
+        assert_eq!(a[..4], l[..4]);
+        // One thread has no contended line: nothing changes.
+        if a[3] == "1" {
+            assert_eq!(a[4], l[4], "{a:?} {l:?}");
+        }
+    }
+    assert!(
+        rows.iter().zip(&by_line).any(|(a, l)| a[4] != l[4]),
+        "{address}"
+    );
+    let help = String::from_utf8(numasim(&["--help"]).stdout).unwrap();
+    assert!(help.contains("--store-forwarding <line|address>"), "{help}");
 }
 
 #[test]

@@ -149,6 +149,10 @@ pub(crate) struct Task {
     /// When the youngest of those commits (stores commit in program order): a drain waits
     /// until then.
     last_commit: Ps,
+    /// The lines this thread's buffered stores are still fetching (each store that missed):
+    /// (line, the store's address, when the line arrives). Until then a load of another
+    /// address on the line waits for the line (see [`Engine::reserve`]).
+    fills: Vec<(u64, usize, Ps)>,
     /// The engine's sequence number of this thread's latest reservation (see
     /// [`Engine::stale_after_buffered_store`]).
     last_seq: u64,
@@ -175,8 +179,31 @@ impl Task {
             thread: None,
             store_buffer: VecDeque::new(),
             last_commit: 0,
+            fills: Vec::new(),
             last_seq: 0,
         }
+    }
+
+    /// When a load of `addr` (on `line`; `None` for a `touch`) at `now` can complete at the
+    /// earliest: a buffered store of this thread to the same address forwards its data at once,
+    /// but a load of another address on a line one of its stores is still fetching waits for
+    /// the line.
+    #[inline]
+    fn fill_wait(&mut self, line: u64, addr: Option<usize>, now: Ps) -> Option<Ps> {
+        if self.fills.is_empty() {
+            return None;
+        }
+        self.fills.retain(|&(_, _, arrival)| arrival > now);
+        let mut wait = None;
+        for &(l, a, arrival) in &self.fills {
+            if l == line {
+                if Some(a) == addr {
+                    return None;
+                }
+                wait = wait.max(Some(arrival));
+            }
+        }
+        wait
     }
 
     #[inline]
@@ -343,6 +370,9 @@ pub(crate) struct Engine {
     pub(crate) traced: Vec<Access>,
     /// Whether plain stores go through per-thread store buffers (see [`Engine::reserve`]).
     pub(crate) store_buffers: bool,
+    /// Whether a buffered store forwards only to loads of its own address (see
+    /// [`crate::Simulation::store_forwarding`]).
+    pub(crate) forward_by_address: bool,
     /// Numbers the reservations, in the order they are made.
     seq: u64,
 }
@@ -395,6 +425,7 @@ impl Engine {
             trace: None,
             traced: Vec::new(),
             store_buffers: true,
+            forward_by_address: false,
             seq: 0,
         };
         engine.reset();
@@ -683,6 +714,19 @@ impl Engine {
     /// `store`: for a plain store that the caller then performs on an atomic, the word and what
     /// it writes (`None` for loads, RMWs and `touch`, which writes nothing real).
     pub(crate) fn reserve(&mut self, addr: usize, kind: Kind, store: Option<(Word, Write)>) {
+        self.reserve_access(addr, kind, store, true);
+    }
+
+    /// [`Engine::reserve`]; `word`: whether `addr` is the word accessed (an atomic's), which a
+    /// load can have forwarded from a buffered store of the same address, or only stands for
+    /// its line (a `touch`, whose loads read other data on it).
+    fn reserve_access(
+        &mut self,
+        addr: usize,
+        kind: Kind,
+        store: Option<(Word, Write)>,
+        word: bool,
+    ) {
         self.counters.accesses += 1;
         let me = self.current;
         let line_id = (addr >> 6) as u64;
@@ -716,8 +760,25 @@ impl Engine {
             self.topo.machine.costs.issue,
         );
         let line = self.lines.get_or_insert_with(line_id, || Line::new(home));
+        // A buffered store that must fetch its line (not a holder now, after every earlier
+        // reservation): the thread's loads of other addresses on the line wait for it.
+        let fetches = buffered && self.forward_by_address && !line.holders.contains(hw);
         let r = match kind {
-            Kind::Load => line.load(&self.topo, hw, now, jitter),
+            Kind::Load => {
+                let mut r = line.load(&self.topo, hw, now, jitter);
+                // Intel: a load that misses L1 on a line with a miss outstanding waits for that
+                // fill (MEM_LOAD_UOPS_RETIRED.HIT_LFB); only a load of the bytes of an older
+                // buffered store is forwarded from it (README, "Store buffers").
+                if r.hit
+                    && let Some(arrival) =
+                        self.tasks[me].fill_wait(line_id, word.then_some(addr), now)
+                    && arrival > r.completion
+                {
+                    r.completion = arrival;
+                    line.reads_until = line.reads_until.max(arrival);
+                }
+                r
+            }
             Kind::Store => line.store(&self.topo, hw, now, false, jitter),
             Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
             Kind::Sleep | Kind::Wake => unreachable!("{kind:?} is not a memory access"),
@@ -746,6 +807,10 @@ impl Engine {
             let task = &mut self.tasks[me];
             task.store_buffer.push_back(commit);
             task.last_commit = commit;
+            if fetches {
+                task.fills.retain(|&(_, _, arrival)| arrival > now);
+                task.fills.push((line_id, addr, r.completion));
+            }
             (commit, now + l1_hit)
         } else {
             (r.completion, r.completion)
@@ -861,7 +926,7 @@ impl Engine {
         let mut end = start;
         for &addr in addrs {
             self.tasks[me].clock = start;
-            self.reserve(addr as usize, kind, None);
+            self.reserve_access(addr as usize, kind, None, false);
             end = end.max(self.tasks[me].clock);
         }
         let task = &mut self.tasks[me];

@@ -72,7 +72,9 @@ mod scheduler;
 pub mod thread;
 
 pub use engine::{Access, Kind as AccessKind};
-pub use harness::{RandomReport, RunReport, Simulation, check_pct, check_random, replay};
+pub use harness::{
+    RandomReport, RunReport, Simulation, StoreForwarding, check_pct, check_random, replay,
+};
 pub use local::{AccessError, LocalKey};
 pub use machine::{
     Costs, LatencyClass, MAX_HW_THREADS, Machine, Place, Ps, TooManyThreads, UnknownMachine,

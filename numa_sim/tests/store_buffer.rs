@@ -1,14 +1,16 @@
 //! The store buffer's timing contract (x86-TSO as far as time goes): a plain store does not
 //! stall its thread; stores commit in order; a locked read-modify-write, an `SeqCst` fence and
-//! a system call drain the buffer; a load of a line with a buffered store forwards from it, and
-//! loads of other lines do not wait; a full buffer stalls; an access already in flight when
+//! a system call drain the buffer; a load of a line with a buffered store forwards from it (or,
+//! with `StoreForwarding::Address`, only a load of the store's own address does, and a load of
+//! another address waits for the line the store is fetching), and loads of other lines do not
+//! wait; a full buffer stalls; an access already in flight when
 //! another thread's store is buffered is ordered before that store, in value and in time.
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::{Arc, Mutex};
 
 use numa_sim::atomic::{AtomicU32, fence};
-use numa_sim::{AccessKind, LatencyClass, Machine, Simulation, thread};
+use numa_sim::{AccessKind, LatencyClass, Machine, Simulation, StoreForwarding, thread};
 
 /// `a == b` give or take the rounding of two clock readings to whole ns.
 fn near(a: u64, b: u64) -> bool {
@@ -149,6 +151,57 @@ fn loads_forward_from_the_buffer_and_other_lines_do_not_wait() {
     });
     assert_eq!(value, 7);
     assert!(near(elapsed, 3 * (c.l1_hit + c.issue) / 1000), "{elapsed}");
+}
+
+/// Two words on one line.
+#[repr(align(64))]
+struct TwoWords([AtomicU32; 2]);
+
+/// A store to word 0 of a line modified on the other socket (a miss: the line must come over),
+/// then a load of word 0 and a load of word 1 of that line; returns the time each load took, in
+/// ns, under `rule`.
+fn loads_behind_a_store_miss(rule: StoreForwarding) -> (u64, u64) {
+    let (a, b) = far_pair();
+    let out = Arc::new(Mutex::new(None));
+    let o = out.clone();
+    Simulation::new(x5_4())
+        .jitter(0.0)
+        .store_forwarding(rule)
+        .run(move || {
+            let line = Arc::new(TwoWords([AtomicU32::new(0), AtomicU32::new(0)]));
+            let far = line.clone();
+            thread::spawn_on(b, move || far.0[1].store(5, Relaxed)).join();
+            let o = o.clone();
+            thread::spawn_on(a, move || {
+                line.0[0].store(7, Release);
+                let t0 = numa_sim::clock_ns();
+                assert_eq!(line.0[0].load(Acquire), 7);
+                let t1 = numa_sim::clock_ns();
+                assert_eq!(line.0[1].load(Acquire), 5);
+                *o.lock().unwrap() = Some((t1 - t0, numa_sim::clock_ns() - t1));
+            })
+            .join();
+        });
+    out.lock().unwrap().take().unwrap()
+}
+
+#[test]
+fn by_address_only_the_stores_own_address_is_forwarded() {
+    let c = x5_4().costs;
+    let hit = (c.l1_hit + c.issue) / 1000;
+    // The earlier rule: both loads hit while the line is still on its way.
+    let (same, other) = loads_behind_a_store_miss(StoreForwarding::Line);
+    assert!(near(same, hit) && near(other, hit), "{same} {other}");
+    // Intel's: the store's own word is forwarded, the other word waits for the line, which
+    // arrives one cross-socket transfer after the store issued.
+    let (same, other) = loads_behind_a_store_miss(StoreForwarding::Address);
+    assert!(near(same, hit), "{same}");
+    let arrival = c.other_socket / 1000;
+    // (The store and the first load took two hits' time of the transfer already.)
+    assert!(
+        (arrival - 2 * hit - 1..=arrival).contains(&other),
+        "{same} {other} against the transfer {arrival}"
+    );
 }
 
 #[test]

@@ -181,6 +181,8 @@ pub struct RunConfig {
     pub lockbench_ops: Option<u64>,
     /// Whether the simulated threads have store buffers.
     pub store_buffers: bool,
+    /// Which loads their buffered stores serve.
+    pub store_forwarding: numa_sim::StoreForwarding,
     /// locktorture's `stutter`, jiffies: its writers halt and restart every period (0 or 1:
     /// never, as in the kernel; the other workloads ignore it). See [`crate::numasim::stutter`].
     pub stutter_jiffies: u64,
@@ -407,7 +409,8 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
     let seen = layout.clone();
     let simulation = Simulation::new(config.machine)
         .seed(config.seed)
-        .store_buffers(config.store_buffers);
+        .store_buffers(config.store_buffers)
+        .store_forwarding(config.store_forwarding);
     let report = catch_unwind(AssertUnwindSafe(|| {
         let body = move || {
             let shared = Arc::new(L::shared(config.threads, &config));
