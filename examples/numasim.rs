@@ -90,9 +90,8 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}, placement {}, store buffers {}, store forwarding {}, locktorture stutter {} \
-         jiffies, \
-         cna-kernel threshold {} ns",
+         stealing {}, placement {}, store buffers {}, store forwarding {}, \
+         locktorture stutter {} jiffies, cna-kernel threshold {} ns",
         options.duration_us,
         machine.name,
         machine.hw_threads(),
