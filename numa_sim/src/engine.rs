@@ -774,8 +774,9 @@ impl Engine {
                         self.tasks[me].fill_wait(line_id, word.then_some(addr), now)
                     && arrival > r.completion
                 {
+                    // (The line stays this thread's until the store commits, after `arrival`:
+                    // no other access can be reserved before then.)
                     r.completion = arrival;
-                    line.reads_until = line.reads_until.max(arrival);
                 }
                 r
             }

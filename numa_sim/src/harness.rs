@@ -138,7 +138,8 @@ impl Simulation {
     /// read-modify-write, an `SeqCst` [`fence`](crate::atomic::fence) and every system call
     /// (yield, futex, thread exit) wait until the buffer has drained; a load of a line the
     /// thread has a buffered store to hits (store forwarding; which loads, see
-    /// [`Simulation::store_forwarding`]), and loads of other lines do not wait. Off, every store stalls its thread until its transfer completes, like an RMW.
+    /// [`Simulation::store_forwarding`]), and loads of other lines do not wait. Off, every
+    /// store stalls its thread until its transfer completes, like an RMW.
     /// Timing only: the memory model stays sequentially consistent.
     pub fn store_buffers(mut self, on: bool) -> Self {
         self.store_buffers = on;
