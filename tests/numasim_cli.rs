@@ -563,9 +563,9 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
     );
 }
 
-/// `--store-forwarding`: `line` is the default (the same rows as without the option), the
-/// header names the rule, and `address` changes the contended runs' timing only (the same
-/// rows, deterministic, every section counted).
+/// `--store-forwarding`: `address` is the default (the same rows as without the option), the
+/// header names the rule, and `line` changes the contended runs' timing only (the same rows,
+/// deterministic, every section counted).
 #[test]
 fn store_forwarding_is_a_rule_of_the_simulated_machine() {
     let args = [
@@ -577,19 +577,19 @@ fn store_forwarding_is_a_rule_of_the_simulated_machine() {
         "locktorture",
     ];
     let plain = tiny(&args);
-    let line = tiny(&[&args[..], &["--store-forwarding", "line"]].concat());
-    assert_eq!(without_host_ms(&line, ','), without_host_ms(&plain, ','));
-    let address_args = [&TINY[..], &args[..], &["--store-forwarding", "address"]].concat();
-    let output = numasim(&address_args);
+    let address = tiny(&[&args[..], &["--store-forwarding", "address"]].concat());
+    assert_eq!(without_host_ms(&address, ','), without_host_ms(&plain, ','));
+    let line_args = [&TINY[..], &args[..], &["--store-forwarding", "line"]].concat();
+    let output = numasim(&line_args);
     assert!(output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("store forwarding address"), "{stderr}");
-    let address = String::from_utf8(output.stdout).unwrap();
+    assert!(stderr.contains("store forwarding line"), "{stderr}");
+    let line = String::from_utf8(output.stdout).unwrap();
     assert_eq!(
-        without_host_ms(&address, ','),
-        without_host_ms(&run_ok(&address_args), ',')
+        without_host_ms(&line, ','),
+        without_host_ms(&run_ok(&line_args), ',')
     );
-    let (rows, by_line) = (csv_rows(&address), csv_rows(&plain));
+    let (rows, by_line) = (csv_rows(&plain), csv_rows(&line));
     assert_eq!(rows.len(), by_line.len());
     for (a, l) in rows.iter().zip(&by_line) {
         assert_eq!(a[..4], l[..4]);

@@ -58,16 +58,16 @@ pub struct Simulation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StoreForwarding {
     /// Every load of a line the thread has a buffered store to hits at once, even while the
-    /// store is still fetching the line: the rule of numa_sim before 2026-12-06, kept as the
-    /// default until the figures measured with it have been re-measured.
-    #[default]
+    /// store is still fetching the line: numa_sim's rule before 2026-12-06, looser than the
+    /// hardware's, kept to compare with.
     Line,
-    /// As Intel's cores do: a load of the address of a buffered store gets its data from the
+    /// The default, as Intel's cores do: a load of the address of a buffered store gets its data from the
     /// store (store forwarding); a load of another address on a line that one of the thread's
     /// stores is still fetching waits for the line to arrive (Intel's Optimization Reference
     /// Manual, "Store Forwarding": the load's bytes must come from one store; the Haswell
     /// event `MEM_LOAD_UOPS_RETIRED.HIT_LFB` counts loads that missed L1 and waited on the
     /// fill buffer of an earlier miss to the same line).
+    #[default]
     Address,
 }
 
@@ -97,7 +97,7 @@ impl Simulation {
             jitter: 0.05,
             lookahead: true,
             store_buffers: true,
-            store_forwarding: StoreForwarding::Line,
+            store_forwarding: StoreForwarding::Address,
             stack_size: STACK_SIZE,
         }
     }
@@ -146,7 +146,7 @@ impl Simulation {
         self
     }
 
-    /// Which loads a thread's buffered stores serve (default [`StoreForwarding::Line`]); only
+    /// Which loads a thread's buffered stores serve (default [`StoreForwarding::Address`]); only
     /// matters with store buffers on.
     pub fn store_forwarding(mut self, rule: StoreForwarding) -> Self {
         self.store_forwarding = rule;

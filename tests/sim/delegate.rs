@@ -97,18 +97,17 @@ fn run(lock: LockKind, workload: WorkloadKind, threads: usize) -> (f64, f64) {
 }
 
 /// #39's figures on `x5-4` (BENCHMARKS.md, "Delegation in numa_sim"; seeds 1-3, pinned at
-/// seed 1 a few percent under the lowest; 2026-12-05, after the engine fix that reserves a
-/// line's accesses in issue order, with the kernel's `prefetchw` in the models): `hq-delegate`
-/// against HqMutex (1.20-1.24x on `counter`, 1.04-1.06x on `kv`) and the better v15 kernel CNA
-/// model (2.34-2.37x, 0.83-0.84x) at 32 and 72 threads, its p99 wait at 16-72 (the target,
-/// 200 us; 70-111), and against HqMutex at 2-4 threads (0.99-1.40x; 4 with the linux placement
-/// too, 0.99-1.00x).
+/// seed 1 a few percent under the lowest; 2026-12-06, with stores forwarding by address):
+/// `hq-delegate` against HqMutex (1.08-1.12x on `counter`, 0.98-0.99x on `kv`) and the better
+/// v15 kernel CNA model (2.12-2.14x, 0.76-0.77x) at 32 and 72 threads, its p99 wait at 32-72
+/// (the target, 200 us; 79-121), and against HqMutex at 2-4 threads (0.99-1.40x; 4 with the
+/// linux placement too, seed 1: 0.99x and 0.98x).
 #[test]
 fn hq_delegate_on_x5_4() {
     let _defaults = tunables();
     use LockKind::{CnaKernel, CnaKernelWoSro, Hq, HqDelegate};
     use WorkloadKind::{Counter, Kv};
-    for (workload, over_hq, over_cna) in [(Counter, 1.15, 2.1), (Kv, 1.02, 0.8)] {
+    for (workload, over_hq, over_cna) in [(Counter, 1.05, 2.0), (Kv, 0.95, 0.73)] {
         for threads in [32, 72] {
             let (delegated, p99) = run(HqDelegate, workload, threads);
             let (hq, _) = run(Hq, workload, threads);
@@ -137,7 +136,7 @@ fn hq_delegate_on_x5_4() {
         let linux = |lock| reference_run("x5-4", lock, workload, 4, Placement::Linux).ops_per_sec;
         let (delegated, hq) = (linux(HqDelegate), linux(Hq));
         assert!(
-            delegated >= 0.98 * hq,
+            delegated >= 0.96 * hq,
             "{} 4 threads, linux placement: {delegated} vs hq {hq}",
             workload.name()
         );

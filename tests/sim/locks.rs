@@ -770,7 +770,7 @@ pub(crate) fn run_config(
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
-        store_forwarding: numa_sim::StoreForwarding::Line,
+        store_forwarding: numa_sim::StoreForwarding::Address,
         stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
         cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
         trace: None,
@@ -1684,7 +1684,7 @@ fn model_config(
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
-        store_forwarding: numa_sim::StoreForwarding::Line,
+        store_forwarding: numa_sim::StoreForwarding::Address,
         stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
         cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
         trace: None,
@@ -2019,8 +2019,8 @@ fn cna_kernel_orders_its_queue_at_32_threads() {
 /// 1000 ns a critical section on average, so at most 1 M/s); and lock-bench's shape reproduces
 /// parking_lot issue #201 (the pthread mutex of rustc 1.40 against parking_lot, 2.9x, on the
 /// E5-2690 v3; 2.35x) within 30%. #418's row (Rust's futex mutex against parking_lot, 3.6x, on
-/// the closest preset) read 3.61x until the engine fix of 2026-12-05 and 6.50x since: a miss
-/// (BENCHMARKS.md, "Other anchors"), printed here, not asserted.
+/// the closest preset) reads 6.74x: a miss (BENCHMARKS.md, "Other anchors"), printed here, not
+/// asserted.
 #[cfg(not(feature = "stats"))]
 #[test]
 fn workloads_and_the_lockbench_validation_rows() {

@@ -667,7 +667,7 @@ fn x5_4_rw(
         lockbench_locks: 2,
         lockbench_ops: None,
         store_buffers: true,
-        store_forwarding: numa_sim::StoreForwarding::Line,
+        store_forwarding: numa_sim::StoreForwarding::Address,
         stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
         cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
         trace: None,

@@ -506,9 +506,9 @@ struct Args {
     /// Which loads a simulated thread's buffered stores serve: `address` as Intel's cores do
     /// (a load of a store's own address gets its data; a load of another address on a line
     /// the store is still fetching waits for the line), or `line` (every load of that line
-    /// hits at once: numa_sim's earlier rule, the default until the figures measured with it
-    /// are re-measured; see numa_sim's README)
-    #[arg(long, value_name = "line|address", default_value = "line")]
+    /// hits at once: numa_sim's rule before 2026-12-06, looser than the hardware's, kept to
+    /// compare with; see numa_sim's README)
+    #[arg(long, value_name = "line|address", default_value = "address")]
     store_forwarding: Forwarding,
 
     /// Output format: an aligned table, or CSV with a fixed header
