@@ -589,9 +589,9 @@ fn store_forwarding_is_a_rule_of_the_simulated_machine() {
         without_host_ms(&line, ','),
         without_host_ms(&run_ok(&line_args), ',')
     );
-    let (rows, by_line) = (csv_rows(&plain), csv_rows(&line));
-    assert_eq!(rows.len(), by_line.len());
-    for (a, l) in rows.iter().zip(&by_line) {
+    let (by_address, by_line) = (csv_rows(&plain), csv_rows(&line));
+    assert_eq!(by_address.len(), by_line.len());
+    for (a, l) in by_address.iter().zip(&by_line) {
         assert_eq!(a[..4], l[..4]);
         // One thread has no contended line: nothing changes.
         if a[3] == "1" {
@@ -599,7 +599,7 @@ fn store_forwarding_is_a_rule_of_the_simulated_machine() {
         }
     }
     assert!(
-        rows.iter().zip(&by_line).any(|(a, l)| a[4] != l[4]),
+        by_address.iter().zip(&by_line).any(|(a, l)| a[4] != l[4]),
         "{address}"
     );
     let help = String::from_utf8(numasim(&["--help"]).stdout).unwrap();

@@ -61,12 +61,12 @@ pub enum StoreForwarding {
     /// store is still fetching the line: numa_sim's rule before 2026-12-06, looser than the
     /// hardware's, kept to compare with.
     Line,
-    /// The default, as Intel's cores do: a load of the address of a buffered store gets its data from the
-    /// store (store forwarding); a load of another address on a line that one of the thread's
-    /// stores is still fetching waits for the line to arrive (Intel's Optimization Reference
-    /// Manual, "Store Forwarding": the load's bytes must come from one store; the Haswell
-    /// event `MEM_LOAD_UOPS_RETIRED.HIT_LFB` counts loads that missed L1 and waited on the
-    /// fill buffer of an earlier miss to the same line).
+    /// The default, as Intel's cores do: a load of the address of a buffered store gets its
+    /// data from the store (store forwarding); a load of another address on a line that one of
+    /// the thread's stores is still fetching waits for the line to arrive (Intel's
+    /// Optimization Reference Manual, "Store Forwarding": the load's bytes must come from one
+    /// store; the Haswell event `MEM_LOAD_UOPS_RETIRED.HIT_LFB` counts loads that missed L1 and
+    /// waited on the fill buffer of an earlier miss to the same line).
     #[default]
     Address,
 }

@@ -79,13 +79,13 @@ fn a_full_machine_does_not_stutter() {
 }
 
 /// The validation rows the faithful instrument meets (BENCHMARKS.md, "Validation against the
-/// kernel's published runs"), seed 1, 50 ms runs of five stuttered bursts, the writers placed as
-/// the kernel's scheduler placed them, stores forwarded by address: CNA v15's gain over the stock
-/// qspinlock within 10% of the v15 cover letter's CNA column at #34's rows 16, 32, 36 and 72
-/// (seed 1: −1%, −2%, +1%, −7%), v15 without shuffle reduction at 32 and 72 (+7%, +2%), and CNA
-/// v13's within 10% of the v13 letter's columns at 72 and 142 writers, with and without shuffle
-/// reduction (+8%, +1%; +6%, 0%). The rows it misses (stock's shape, v13 at 16–36) are named
-/// there, not pinned.
+/// kernel's published runs"), seed 1, 50 ms runs of five stuttered bursts, the writers placed
+/// as the kernel's scheduler placed them, stores forwarded by address: CNA v15's gain over the
+/// stock qspinlock within 10% of the v15 cover letter's CNA column at #34's rows 16, 32, 36
+/// and 72 (seed 1: −1%, −2%, +1%, −7%), v15 without shuffle reduction at 32 and 72 (+7%,
+/// +2%), and CNA v13's within 10% of the v13 letter's columns at 72 and 142 writers, with and
+/// without shuffle reduction (+8%, +1%; +6%, 0%). The rows it misses (stock's shape, v13 at
+/// 16–36) are named there, not pinned.
 #[test]
 fn the_validation_rows_the_instrument_meets() {
     use cli::LockKind::{CnaKernel, CnaKernelV13, CnaKernelV13WoSro, CnaKernelWoSro, QSpinLock};
