@@ -759,21 +759,8 @@ pub(crate) fn run_config(
     placement: cli::Placement,
 ) -> harness::RunConfig {
     harness::RunConfig {
-        machine: Machine::by_name(machine).unwrap(),
-        threads,
         placement,
-        duration_ns: 10_000_000,
-        seed: 1,
-        ttas_fairness: true,
-        read_pct: 95,
-        writers: None,
-        lockbench_locks: 2,
-        lockbench_ops: None,
-        store_buffers: true,
-        store_forwarding: numa_sim::StoreForwarding::Address,
-        stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
-        cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
-        trace: None,
+        ..harness::RunConfig::new(Machine::by_name(machine).unwrap(), threads)
     }
 }
 
@@ -1673,21 +1660,9 @@ fn model_config(
     ttas_fairness: bool,
 ) -> harness::RunConfig {
     harness::RunConfig {
-        machine,
-        threads,
-        placement: cli::Placement::Spread,
         duration_ns: 0,
-        seed: 1,
         ttas_fairness,
-        read_pct: 95,
-        writers: None,
-        lockbench_locks: 2,
-        lockbench_ops: None,
-        store_buffers: true,
-        store_forwarding: numa_sim::StoreForwarding::Address,
-        stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
-        cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
-        trace: None,
+        ..harness::RunConfig::new(machine, threads)
     }
 }
 

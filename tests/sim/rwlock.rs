@@ -656,21 +656,11 @@ fn x5_4_rw(
     writers: Option<usize>,
 ) -> numa_bench::numasim::harness::RunConfig {
     numa_bench::numasim::harness::RunConfig {
-        machine: Machine::by_name("x5-4").unwrap(),
-        threads,
         placement,
         duration_ns: 2_000_000,
-        seed: 1,
-        ttas_fairness: true,
         read_pct,
         writers,
-        lockbench_locks: 2,
-        lockbench_ops: None,
-        store_buffers: true,
-        store_forwarding: numa_sim::StoreForwarding::Address,
-        stutter_jiffies: numa_bench::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
-        cna_kernel_threshold_ns: numa_bench::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
-        trace: None,
+        ..numa_bench::numasim::harness::RunConfig::new(Machine::by_name("x5-4").unwrap(), threads)
     }
 }
 

@@ -193,6 +193,34 @@ pub struct RunConfig {
     pub trace: Option<(u64, u64)>,
 }
 
+impl RunConfig {
+    /// `numasim`'s defaults for one run of `threads` threads on `machine`: pinned round-robin
+    /// (`spread`), 10 ms, seed 1, the ttas model's eventual fairness, 95% reads, `lockbench`'s
+    /// 2 locks for the duration, store buffers on, forwarding by address, the kernel's stutter
+    /// and CNA threshold, no trace. A test or tool sets what it varies on top
+    /// (`RunConfig { seed: 2, ..RunConfig::new(machine, 8) }`), so that a new parameter or
+    /// default changes here only.
+    pub fn new(machine: &'static Machine, threads: usize) -> Self {
+        RunConfig {
+            machine,
+            threads,
+            placement: crate::numasim::cli::Placement::Spread,
+            duration_ns: 10_000_000,
+            seed: 1,
+            ttas_fairness: true,
+            read_pct: 95,
+            writers: None,
+            lockbench_locks: 2,
+            lockbench_ops: None,
+            store_buffers: true,
+            store_forwarding: numa_sim::StoreForwarding::default(),
+            stutter_jiffies: crate::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
+            cna_kernel_threshold_ns: crate::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
+            trace: None,
+        }
+    }
+}
+
 /// The accesses a run recorded (`RunConfig::trace`), with where the lock and its protected data
 /// lay, so that a reader can tell their lines apart.
 #[derive(Clone, Debug)]
