@@ -90,7 +90,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     let total = options.workloads.len() * options.threads.len() * options.locks.len();
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
-         stealing {}, placement {}, store buffers {}, store forwarding {}, \
+         stealing {}, placement {}, store buffers {}, store forwarding {}, snoop window {}, \
          locktorture stutter {} jiffies, cna-kernel threshold {} ns",
         options.duration_us,
         machine.name,
@@ -104,6 +104,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
             numa_sim::StoreForwarding::Line => "line",
             numa_sim::StoreForwarding::Address => "address",
         },
+        if options.snoop_window { "on" } else { "off" },
         options.stutter_jiffies,
         options.cna_kernel_threshold_ns,
     );
@@ -137,6 +138,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     lockbench_ops: options.lockbench_ops,
                     store_buffers: options.store_buffers,
                     store_forwarding: options.store_forwarding,
+                    snoop_window: options.snoop_window,
                     stutter_jiffies: options.stutter_jiffies,
                     cna_kernel_threshold_ns: options.cna_kernel_threshold_ns,
                     trace: options.trace,

@@ -210,6 +210,10 @@ fn other_bad_values_are_rejected() {
         &["--store-forwarding", "word"],
         &["'word'", "--store-forwarding", "line", "address"],
     );
+    assert_rejected(
+        &["--snoop-window", "maybe"],
+        &["'maybe'", "--snoop-window", "on", "off"],
+    );
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
     for window in ["5-3", "5", "a-b", "-1-2", "4-4"] {
         assert_rejected(&["--trace", window], &["--trace", "FROM-TO", "FROM < TO"]);
@@ -563,11 +567,10 @@ fn linux_placement_and_the_cna_variant_without_shuffle_reduction() {
     );
 }
 
-/// `--store-forwarding`: `address` is the default (the same rows as without the option), the
-/// header names the rule, and `line` changes the contended runs' timing only (the same rows,
-/// deterministic, every section counted).
-#[test]
-fn store_forwarding_is_a_rule_of_the_simulated_machine() {
+/// A rule of the simulated machine, `option` with values `default` and `other`: the default
+/// gives the same rows as no option, the header names the rule in use, and `other` changes the
+/// contended runs' timing only (the same rows, deterministic, one thread untouched).
+fn a_rule_of_the_simulated_machine(option: &str, default: &str, other: &str, header: &str) {
     let args = [
         "--threads",
         "1,8",
@@ -577,33 +580,53 @@ fn store_forwarding_is_a_rule_of_the_simulated_machine() {
         "locktorture",
     ];
     let plain = tiny(&args);
-    let address = tiny(&[&args[..], &["--store-forwarding", "address"]].concat());
-    assert_eq!(without_host_ms(&address, ','), without_host_ms(&plain, ','));
-    let line_args = [&TINY[..], &args[..], &["--store-forwarding", "line"]].concat();
-    let output = numasim(&line_args);
+    let explicit = tiny(&[&args[..], &[option, default]].concat());
+    assert_eq!(
+        without_host_ms(&explicit, ','),
+        without_host_ms(&plain, ',')
+    );
+    let other_args = [&TINY[..], &args[..], &[option, other]].concat();
+    let output = numasim(&other_args);
     assert!(output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("store forwarding line"), "{stderr}");
-    let line = String::from_utf8(output.stdout).unwrap();
+    assert!(stderr.contains(&format!("{header} {other}")), "{stderr}");
+    let changed = String::from_utf8(output.stdout).unwrap();
     assert_eq!(
-        without_host_ms(&line, ','),
-        without_host_ms(&run_ok(&line_args), ',')
+        without_host_ms(&changed, ','),
+        without_host_ms(&run_ok(&other_args), ',')
     );
-    let (by_address, by_line) = (csv_rows(&plain), csv_rows(&line));
-    assert_eq!(by_address.len(), by_line.len());
-    for (a, l) in by_address.iter().zip(&by_line) {
-        assert_eq!(a[..4], l[..4]);
+    let (before, after) = (csv_rows(&plain), csv_rows(&changed));
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b[..4], a[..4]);
         // One thread has no contended line: nothing changes.
-        if a[3] == "1" {
-            assert_eq!(a[4], l[4], "{a:?} {l:?}");
+        if b[3] == "1" {
+            assert_eq!(b[4], a[4], "{b:?} {a:?}");
         }
     }
     assert!(
-        by_address.iter().zip(&by_line).any(|(a, l)| a[4] != l[4]),
-        "{address}"
+        before.iter().zip(&after).any(|(b, a)| b[4] != a[4]),
+        "{plain}"
     );
     let help = String::from_utf8(numasim(&["--help"]).stdout).unwrap();
-    assert!(help.contains("--store-forwarding <line|address>"), "{help}");
+    let usage = help
+        .lines()
+        .find(|l| l.trim_start().starts_with(option))
+        .unwrap_or_else(|| panic!("{option} in --help: {help}"));
+    assert!(usage.contains(default) && usage.contains(other), "{usage}");
+}
+
+/// `--store-forwarding`: `address` is the default, `line` the earlier rule.
+#[test]
+fn store_forwarding_is_a_rule_of_the_simulated_machine() {
+    a_rule_of_the_simulated_machine("--store-forwarding", "address", "line", "store forwarding");
+}
+
+/// `--snoop-window`: off by default; on, a line's holders keep it until a request's snoop
+/// reaches them.
+#[test]
+fn snoop_window_is_a_rule_of_the_simulated_machine() {
+    a_rule_of_the_simulated_machine("--snoop-window", "off", "on", "snoop window");
 }
 
 #[test]

@@ -147,6 +147,46 @@ pub(crate) struct Line {
     /// The buffered stores to this line that may not have committed yet (see
     /// `Engine::reserve`), oldest first.
     pub(crate) buffered: Vec<BufferedStore>,
+    /// With the snoop window on: the holders that keep the line until a request's snoop
+    /// reaches them ([`Line::open_windows`]).
+    pub(crate) windows: Vec<Window>,
+}
+
+/// A cache-to-cache transfer in legs: the request to the line's home (its L3 slice on a socket,
+/// its home agent across sockets), the snoop from there to the caches that hold the line, and
+/// the data (or the acknowledgements) back to the requester: Intel's home-snoop flow. The
+/// presets' transfer costs are measured whole, and the legs are taken as equal (**EST**). A
+/// request's snoop reaches the holder this share of its transfer after the request's issue...
+pub(crate) const SNOOP_AFTER_ISSUE: (u64, u64) = (2, 3);
+/// ...or, for a request that the home holds behind another transfer of the line (conflicting
+/// requests for a line are served one at a time, in the order they reach its home), this share
+/// after that transfer completes: its request is at the home already.
+pub(crate) const SNOOP_AFTER_TURN: (u64, u64) = (1, 3);
+
+/// A hardware thread that still holds a line another thread's request has been reserved for,
+/// until that request's snoop reaches it ([`Line::open_windows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    hw: u16,
+    /// When the snoop arrives (ps).
+    until: Ps,
+    /// The holder had the line modified or exclusive, and the request was not a buffered
+    /// store: it may write too.
+    writable: bool,
+}
+
+/// A miss just reserved on a line, for [`Line::open_windows`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    pub(crate) hw: usize,
+    /// A store or a locked RMW (it takes every other copy).
+    pub(crate) write: bool,
+    /// A buffered store (performed on the memory when issued).
+    pub(crate) buffered: bool,
+    pub(crate) issue: Ps,
+    /// When its transfer started: its issue, or the completion of the transfer it waited for.
+    pub(crate) start: Ps,
+    pub(crate) completion: Ps,
 }
 
 /// A plain store that went through its thread's store buffer: performed on the real memory when
@@ -215,6 +255,51 @@ impl Line {
             fill: NO_FILL,
             sleepers: Vec::new(),
             buffered: Vec::new(),
+            windows: Vec::new(),
+        }
+    }
+
+    /// When the snoop of a request issued at `issue`, whose transfer costs `cost` and started
+    /// at `start`, reaches the holder: [`SNOOP_AFTER_ISSUE`] of the transfer after the issue,
+    /// and no earlier than [`SNOOP_AFTER_TURN`] after the start.
+    pub(crate) fn snoop_arrival(issue: Ps, start: Ps, cost: Ps) -> Ps {
+        let after_issue = issue + cost * SNOOP_AFTER_ISSUE.0 / SNOOP_AFTER_ISSUE.1;
+        let after_turn = start + cost * SNOOP_AFTER_TURN.0 / SNOOP_AFTER_TURN.1;
+        after_issue.max(after_turn)
+    }
+
+    /// If `hw` still holds the line at `now` for an access (a write with `write`) although a
+    /// request has been reserved for it: until when.
+    pub(crate) fn window(&self, hw: usize, now: Ps, write: bool) -> Option<Ps> {
+        self.windows
+            .iter()
+            .find(|w| usize::from(w.hw) == hw && now < w.until && (w.writable || !write))
+            .map(|w| w.until)
+    }
+
+    /// After a miss `request` was reserved, the line's holders before it (`holders`, modified
+    /// or exclusive with `modified`) keep it until its snoop reaches them
+    /// ([`snoop_arrival`](Self::snoop_arrival)): a write takes every copy away then, a read
+    /// only the owner's right to write. Their accesses until then hit and come before the
+    /// request, in value as in time: the request is performed at its completion, after them
+    /// (and `Engine::rewind` keeps the holder's loads before a buffered store's value, which is
+    /// performed when issued). After a buffered store, whose value is in the memory already,
+    /// the holder only reads.
+    pub(crate) fn open_windows(&mut self, request: Request, holders: HwSet, modified: bool) {
+        let cost = request
+            .completion
+            .saturating_sub(request.start.max(request.issue));
+        let until = Self::snoop_arrival(request.issue, request.start, cost);
+        self.windows.retain(|w| w.until > request.issue);
+        for h in holders.iter().filter(|&h| h != request.hw) {
+            let owner = modified && holders.is_only(h);
+            if request.write || owner {
+                self.windows.push(Window {
+                    hw: h as u16,
+                    until,
+                    writable: owner && !request.buffered,
+                });
+            }
         }
     }
 
@@ -233,7 +318,7 @@ impl Line {
 
     /// A hit by `hw` completing at `completion`, or when `hw`'s prefetch of the line fills it,
     /// if that is later.
-    fn after_fill(&self, hw: usize, completion: Ps) -> Ps {
+    pub(crate) fn after_fill(&self, hw: usize, completion: Ps) -> Ps {
         if usize::from(self.fill.0) == hw {
             completion.max(self.fill.1)
         } else {

@@ -40,7 +40,7 @@ use std::rc::Rc;
 
 use shuttle_engine::runtime::thread::switch;
 
-use crate::cache::{BufferedStore, Line, Topo, Word, Write};
+use crate::cache::{BufferedStore, Line, Request, Reservation, Topo, Word, Write};
 use crate::machine::{Machine, Ps};
 
 /// A clock that never comes: the wake time of a sleeper nobody has a deadline for.
@@ -156,6 +156,9 @@ pub(crate) struct Task {
     /// The engine's sequence number of this thread's latest reservation (see
     /// [`Engine::stale_after_buffered_store`]).
     last_seq: u64,
+    /// Its latest access hit in a snoop window (`Line::window`): it comes before the other
+    /// threads' buffered stores that took the line, in value as in time ([`Engine::rewind`]).
+    in_window: bool,
 }
 
 impl Task {
@@ -181,6 +184,7 @@ impl Task {
             last_commit: 0,
             fills: Vec::new(),
             last_seq: 0,
+            in_window: false,
         }
     }
 
@@ -373,6 +377,9 @@ pub(crate) struct Engine {
     /// Whether a buffered store forwards only to loads of its own address (see
     /// [`crate::Simulation::store_forwarding`]).
     pub(crate) forward_by_address: bool,
+    /// Whether a line's holders keep it until a request's snoop reaches them (see
+    /// [`crate::Simulation::snoop_window`]; virtual time only).
+    pub(crate) snoop_window: bool,
     /// Numbers the reservations, in the order they are made.
     seq: u64,
 }
@@ -426,6 +433,7 @@ impl Engine {
             traced: Vec::new(),
             store_buffers: true,
             forward_by_address: false,
+            snoop_window: false,
             seq: 0,
         };
         engine.reset();
@@ -763,7 +771,38 @@ impl Engine {
         // A buffered store that must fetch its line (not a holder now, after every earlier
         // reservation): the thread's loads of other addresses on the line wait for it.
         let fetches = buffered && self.forward_by_address && !line.holders.contains(hw);
+        // Still this thread's until another's snoop arrives (`Line::open_windows`); a buffered
+        // store only if it commits by then.
+        let windowed = self.snoop_window
+            && self.mode == Mode::VirtualTime
+            && line
+                .window(hw, now, kind != Kind::Load)
+                .is_some_and(|until| !buffered || last_commit.max(now + l1_hit) < until);
+        let (holders, modified) = (line.holders, line.modified);
+        let start = if kind == Kind::Load {
+            line.busy_until
+        } else {
+            line.busy_until.max(line.reads_until)
+        };
         let r = match kind {
+            _ if windowed => {
+                let cost = if kind == Kind::Rmw {
+                    self.topo.machine.costs.rmw_hit
+                } else {
+                    l1_hit
+                };
+                let mut completion = line.after_fill(hw, now + cost);
+                if kind == Kind::Load
+                    && let Some(arrival) =
+                        self.tasks[me].fill_wait(line_id, word.then_some(addr), now)
+                {
+                    completion = completion.max(arrival);
+                }
+                Reservation {
+                    completion,
+                    hit: true,
+                }
+            }
             Kind::Load => {
                 let mut r = line.load(&self.topo, hw, now, jitter);
                 // Intel: a load that misses L1 on a line with a miss outstanding waits for that
@@ -784,6 +823,18 @@ impl Engine {
             Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
             Kind::Sleep | Kind::Wake => unreachable!("{kind:?} is not a memory access"),
         };
+        if self.snoop_window && self.mode == Mode::VirtualTime && !r.hit {
+            let request = Request {
+                hw,
+                write: kind != Kind::Load,
+                buffered,
+                issue: now,
+                start: start.max(now),
+                completion: r.completion,
+            };
+            line.open_windows(request, holders, modified);
+        }
+        self.tasks[me].in_window = windowed;
         // When the access takes effect for every other thread, and when this thread goes on.
         let (visible, resume) = if buffered {
             // The store's line transfer starts now (the request for ownership goes out when
@@ -859,7 +910,7 @@ impl Engine {
         let task = &self.tasks[me];
         // The harness's accesses take no time: nothing is in flight.
         task.hw?;
-        let (mine, clock) = (task.last_seq, task.clock);
+        let (mine, clock, windowed) = (task.last_seq, task.clock, task.in_window);
         let line = self.lines.get(&((word.addr >> 6) as u64))?;
         // Only stores already performed on the memory: one reserved but not yet performed
         // (its thread runs after us) will be performed on top of what we leave, in order.
@@ -869,7 +920,9 @@ impl Engine {
             .filter(|b| {
                 b.word == word
                     && b.task != me
-                    && b.seq > mine
+                    // In its snoop window an access comes before the store that took the line
+                    // too (reserved earlier, committing after it).
+                    && (b.seq > mine || windowed)
                     && b.commit > clock
                     && b.before.is_some()
             })

@@ -51,6 +51,7 @@ pub struct Simulation {
     lookahead: bool,
     store_buffers: bool,
     store_forwarding: StoreForwarding,
+    snoop_window: bool,
     stack_size: usize,
 }
 
@@ -98,6 +99,7 @@ impl Simulation {
             lookahead: true,
             store_buffers: true,
             store_forwarding: StoreForwarding::Address,
+            snoop_window: false,
             stack_size: STACK_SIZE,
         }
     }
@@ -153,6 +155,23 @@ impl Simulation {
         self
     }
 
+    /// Whether a line's holders keep it until a request's snoop reaches them (default off;
+    /// virtual time only). Off, a miss takes the line from its holders when it is reserved, at
+    /// its issue. On, the request goes to the line's home, which snoops the holders and has
+    /// the data or the acknowledgements sent back (Intel's home-snoop flow), its three legs
+    /// taken as equal (**EST**): the snoop arrives two thirds of the transfer after the issue,
+    /// or, for a request the home held behind another transfer of the line, a third of its
+    /// transfer after that transfer completes. Until then the holders' own accesses hit: a
+    /// modified or exclusive owner may still write (not after a buffered store, whose value
+    /// the engine performs at issue), and what it writes is what the request sees. Requests are
+    /// still reserved in the order they issue (the home serves them in turn), each completing
+    /// one transfer after its issue or after the transfer it waited for, as the presets' CAS
+    /// ping-pong measurements say.
+    pub fn snoop_window(mut self, on: bool) -> Self {
+        self.snoop_window = on;
+        self
+    }
+
     /// The stack size of each simulated thread, bytes (default 256 KiB).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
@@ -203,6 +222,7 @@ impl Simulation {
         engine.trace = trace;
         engine.store_buffers = self.store_buffers;
         engine.forward_by_address = self.store_forwarding == StoreForwarding::Address;
+        engine.snoop_window = self.snoop_window;
         let engine = Rc::new(RefCell::new(engine));
         let _context = ContextGuard::install(engine.clone());
         let (name, seed) = (self.machine.name, self.seed);

@@ -511,6 +511,13 @@ struct Args {
     #[arg(long, value_name = "line|address", default_value = "address")]
     store_forwarding: Forwarding,
 
+    /// Whether a line's holders keep it until a request's snoop reaches them (two thirds of its
+    /// transfer after its issue, or a third after the transfer it waited for at the line's
+    /// home), their accesses until then hitting; off, a request takes the line when it issues
+    /// (numa_sim's `Simulation::snoop_window`)
+    #[arg(long, value_name = "on|off", default_value = "off")]
+    snoop_window: Switch,
+
     /// Output format: an aligned table, or CSV with a fixed header
     #[arg(long, value_name = "FORMAT", default_value = "table")]
     format: Format,
@@ -606,6 +613,8 @@ pub struct Options {
     pub store_buffers: bool,
     /// Which loads their buffered stores serve.
     pub store_forwarding: numa_sim::StoreForwarding,
+    /// Whether a line's holders keep it until a request's snoop reaches them.
+    pub snoop_window: bool,
     /// locktorture's stutter, jiffies.
     pub stutter_jiffies: u64,
     /// The CNA v15 models' `numa_spinlock_threshold_ns`.
@@ -693,6 +702,7 @@ fn validate(args: Args) -> Result<Command, String> {
         lockbench_ops: (args.lockbench_ops > 0).then_some(args.lockbench_ops),
         store_buffers: args.store_buffers == Switch::On,
         store_forwarding: args.store_forwarding.rule(),
+        snoop_window: args.snoop_window == Switch::On,
         stutter_jiffies: args.locktorture_stutter,
         cna_kernel_threshold_ns: args.cna_kernel_threshold_ns,
         format: args.format,
