@@ -91,7 +91,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
     eprintln!(
         "numasim: {total} runs of {} us simulated on {} ({} hw threads, {} nodes), seed {}, \
          stealing {}, placement {}, store buffers {}, store forwarding {}, snoop window {}, \
-         locktorture stutter {} jiffies, cna-kernel threshold {} ns",
+         wake phase {}, locktorture stutter {} jiffies, cna-kernel threshold {} ns",
         options.duration_us,
         machine.name,
         machine.hw_threads(),
@@ -105,6 +105,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
             numa_sim::StoreForwarding::Address => "address",
         },
         if options.snoop_window { "on" } else { "off" },
+        if options.wake_phase { "on" } else { "off" },
         options.stutter_jiffies,
         options.cna_kernel_threshold_ns,
     );
@@ -139,6 +140,7 @@ fn sweep(options: &cli::Options) -> Option<Vec<report::Row>> {
                     store_buffers: options.store_buffers,
                     store_forwarding: options.store_forwarding,
                     snoop_window: options.snoop_window,
+                    wake_phase: options.wake_phase,
                     stutter_jiffies: options.stutter_jiffies,
                     cna_kernel_threshold_ns: options.cna_kernel_threshold_ns,
                     trace: options.trace,

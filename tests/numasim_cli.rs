@@ -210,10 +210,9 @@ fn other_bad_values_are_rejected() {
         &["--store-forwarding", "word"],
         &["'word'", "--store-forwarding", "line", "address"],
     );
-    assert_rejected(
-        &["--snoop-window", "maybe"],
-        &["'maybe'", "--snoop-window", "on", "off"],
-    );
+    for option in ["--snoop-window", "--wake-phase"] {
+        assert_rejected(&[option, "maybe"], &["'maybe'", option, "on", "off"]);
+    }
     assert_rejected(&["--frobnicate"], &["'--frobnicate'"]);
     for window in ["5-3", "5", "a-b", "-1-2", "4-4"] {
         assert_rejected(&["--trace", window], &["--trace", "FROM-TO", "FROM < TO"]);
@@ -627,6 +626,13 @@ fn store_forwarding_is_a_rule_of_the_simulated_machine() {
 #[test]
 fn snoop_window_is_a_rule_of_the_simulated_machine() {
     a_rule_of_the_simulated_machine("--snoop-window", "off", "on", "snoop window");
+}
+
+/// `--wake-phase`: off by default; on, a woken spinner looks again at a drawn phase of its
+/// loop's iteration.
+#[test]
+fn wake_phase_is_a_rule_of_the_simulated_machine() {
+    a_rule_of_the_simulated_machine("--wake-phase", "off", "on", "wake phase");
 }
 
 #[test]

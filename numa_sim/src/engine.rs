@@ -380,6 +380,9 @@ pub(crate) struct Engine {
     /// Whether a line's holders keep it until a request's snoop reaches them (see
     /// [`crate::Simulation::snoop_window`]; virtual time only).
     pub(crate) snoop_window: bool,
+    /// Whether a woken spinner looks again at a random phase of its loop's iteration (see
+    /// [`crate::Simulation::wake_phase`]).
+    pub(crate) wake_phase: bool,
     /// Numbers the reservations, in the order they are made.
     seq: u64,
 }
@@ -434,6 +437,7 @@ impl Engine {
             store_buffers: true,
             forward_by_address: false,
             snoop_window: false,
+            wake_phase: false,
             seq: 0,
         };
         engine.reset();
@@ -997,11 +1001,20 @@ impl Engine {
             return;
         }
         let sleepers = std::mem::take(&mut line.sleepers);
+        // A spinner notices the write at its next look: a seeded phase of one iteration (a
+        // `pause` and a hit) later, drawn anew for each write.
+        let costs = &self.topo.machine.costs;
+        let iteration = (costs.pause + costs.l1_hit).max(1);
         for &(id, seq) in &sleepers {
+            let phase = if self.wake_phase {
+                mix(self.seed ^ (u64::from(id) << 40) ^ when) % iteration
+            } else {
+                0
+            };
             let task = &mut self.tasks[id as usize];
             if task.wait == (Wait::Spinning { seq }) {
                 task.wait = Wait::Running;
-                task.clock = task.clock.min(when.max(task.sleep_start));
+                task.clock = task.clock.min(when.max(task.sleep_start) + phase);
                 // Someone may now be due before the running task: check at the next sync.
                 self.earliest_at = NEVER;
             }

@@ -52,6 +52,7 @@ pub struct Simulation {
     store_buffers: bool,
     store_forwarding: StoreForwarding,
     snoop_window: bool,
+    wake_phase: bool,
     stack_size: usize,
 }
 
@@ -100,6 +101,7 @@ impl Simulation {
             store_buffers: true,
             store_forwarding: StoreForwarding::Address,
             snoop_window: false,
+            wake_phase: false,
             stack_size: STACK_SIZE,
         }
     }
@@ -172,6 +174,17 @@ impl Simulation {
         self
     }
 
+    /// Whether a spinner that sleeps through its wait loop (see [`crate::spin_deadline`]) wakes
+    /// at a phase of its loop's iteration after the write it waits for (default off; virtual
+    /// time only). Off, it wakes at the write's completion; a real one notices the write at its
+    /// next look, up to one iteration (a `pause` and a hit) later. On, that delay is drawn for
+    /// each spinner and each write from the simulation's seed, so that spinners woken by one
+    /// write do not always look again in the same order.
+    pub fn wake_phase(mut self, on: bool) -> Self {
+        self.wake_phase = on;
+        self
+    }
+
     /// The stack size of each simulated thread, bytes (default 256 KiB).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
@@ -223,6 +236,7 @@ impl Simulation {
         engine.store_buffers = self.store_buffers;
         engine.forward_by_address = self.store_forwarding == StoreForwarding::Address;
         engine.snoop_window = self.snoop_window;
+        engine.wake_phase = self.wake_phase;
         let engine = Rc::new(RefCell::new(engine));
         let _context = ContextGuard::install(engine.clone());
         let (name, seed) = (self.machine.name, self.seed);

@@ -518,6 +518,12 @@ struct Args {
     #[arg(long, value_name = "on|off", default_value = "off")]
     snoop_window: Switch,
 
+    /// Whether a spinner woken by a write looks again at a random phase of its loop's
+    /// iteration (a pause and a hit), drawn from the seed for each write; off, at the write's
+    /// completion (numa_sim's `Simulation::wake_phase`)
+    #[arg(long, value_name = "on|off", default_value = "off")]
+    wake_phase: Switch,
+
     /// Output format: an aligned table, or CSV with a fixed header
     #[arg(long, value_name = "FORMAT", default_value = "table")]
     format: Format,
@@ -615,6 +621,8 @@ pub struct Options {
     pub store_forwarding: numa_sim::StoreForwarding,
     /// Whether a line's holders keep it until a request's snoop reaches them.
     pub snoop_window: bool,
+    /// Whether a woken spinner looks again at a random phase of its loop's iteration.
+    pub wake_phase: bool,
     /// locktorture's stutter, jiffies.
     pub stutter_jiffies: u64,
     /// The CNA v15 models' `numa_spinlock_threshold_ns`.
@@ -703,6 +711,7 @@ fn validate(args: Args) -> Result<Command, String> {
         store_buffers: args.store_buffers == Switch::On,
         store_forwarding: args.store_forwarding.rule(),
         snoop_window: args.snoop_window == Switch::On,
+        wake_phase: args.wake_phase == Switch::On,
         stutter_jiffies: args.locktorture_stutter,
         cna_kernel_threshold_ns: args.cna_kernel_threshold_ns,
         format: args.format,

@@ -186,6 +186,9 @@ pub struct RunConfig {
     /// Whether a line's holders keep it until a request's snoop reaches them
     /// (`numa_sim::Simulation::snoop_window`).
     pub snoop_window: bool,
+    /// Whether a woken spinner looks again at a random phase of its loop's iteration
+    /// (`numa_sim::Simulation::wake_phase`).
+    pub wake_phase: bool,
     /// locktorture's `stutter`, jiffies: its writers halt and restart every period (0 or 1:
     /// never, as in the kernel; the other workloads ignore it). See [`crate::numasim::stutter`].
     pub stutter_jiffies: u64,
@@ -199,7 +202,7 @@ pub struct RunConfig {
 impl RunConfig {
     /// `numasim`'s defaults for one run of `threads` threads on `machine`: pinned round-robin
     /// (`spread`), 10 ms, seed 1, the ttas model's eventual fairness, 95% reads, `lockbench`'s
-    /// 2 locks for the duration, store buffers on, forwarding by address, no snoop window, the
+    /// 2 locks for the duration, store buffers on, forwarding by address, no snoop window or wake phase, the
     /// kernel's stutter
     /// and CNA threshold, no trace. A test or tool sets what it varies on top
     /// (`RunConfig { seed: 2, ..RunConfig::new(machine, 8) }`), so that a new parameter or
@@ -219,6 +222,7 @@ impl RunConfig {
             store_buffers: true,
             store_forwarding: numa_sim::StoreForwarding::default(),
             snoop_window: false,
+            wake_phase: false,
             stutter_jiffies: crate::numasim::stutter::DEFAULT_STUTTER_JIFFIES,
             cna_kernel_threshold_ns: crate::numasim::kernel::DEFAULT_CNA_THRESHOLD_NS,
             trace: None,
@@ -444,7 +448,8 @@ fn run<L: SimLock, W: Workload>(config: &RunConfig) -> Result<RunResult, String>
         .seed(config.seed)
         .store_buffers(config.store_buffers)
         .store_forwarding(config.store_forwarding)
-        .snoop_window(config.snoop_window);
+        .snoop_window(config.snoop_window)
+        .wake_phase(config.wake_phase);
     let report = catch_unwind(AssertUnwindSafe(|| {
         let body = move || {
             let shared = Arc::new(L::shared(config.threads, &config));
