@@ -3,7 +3,7 @@
 //! home held it behind), and what they do until then comes before the request.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64 as Result;
+use std::sync::atomic::AtomicU64 as Seen;
 use std::sync::atomic::Ordering::Relaxed;
 
 use numa_sim::atomic::AtomicU64;
@@ -30,7 +30,7 @@ fn owner_writes_while_a_read_is_in_flight(
     second_write_ns: u64,
 ) -> (u64, Access, Access) {
     let (owner, reader) = (on_socket(0), on_socket(1));
-    let read = Arc::new(Result::new(0));
+    let read = Arc::new(Seen::new(0));
     let result = read.clone();
     let (_, trace) = Simulation::new(x5_4())
         .jitter(0.0)
@@ -96,7 +96,7 @@ fn a_request_held_at_the_home_leaves_the_previous_requester_a_window() {
     let transfer = m.costs.other_socket;
     for window in [true, false] {
         let (a, b, holder) = (on_socket(0), on_socket(1), on_socket(2));
-        let read = Arc::new(Result::new(0));
+        let read = Arc::new(Seen::new(0));
         let result = read.clone();
         let (_, trace) = Simulation::new(m)
             .jitter(0.0)
