@@ -775,59 +775,54 @@ impl Engine {
         // A buffered store that must fetch its line (not a holder now, after every earlier
         // reservation): the thread's loads of other addresses on the line wait for it.
         let fetches = buffered && self.forward_by_address && !line.holders.contains(hw);
-        // Still this thread's until another's snoop arrives (`Line::open_windows`); a buffered
-        // store only if it commits by then.
-        let windowed = self.snoop_window
-            && self.mode == Mode::VirtualTime
+        // With the snoop window: still this thread's until another's snoop arrives
+        // (`Line::open_windows`), a buffered store only if it commits by then; and what a miss
+        // reserved now finds, for the windows it opens.
+        let snooping = self.snoop_window && self.mode == Mode::VirtualTime;
+        let windowed = snooping
             && line
                 .window(hw, now, kind != Kind::Load)
                 .is_some_and(|until| !buffered || last_commit.max(now + l1_hit) < until);
-        let (holders, modified) = (line.holders, line.modified);
-        let start = if kind == Kind::Load {
-            line.busy_until
-        } else {
-            line.busy_until.max(line.reads_until)
-        };
-        let r = match kind {
+        let before = snooping.then(|| {
+            let start = if kind == Kind::Load {
+                line.busy_until
+            } else {
+                line.busy_until.max(line.reads_until)
+            };
+            (line.holders, line.modified, start)
+        });
+        let mut r = match kind {
             _ if windowed => {
                 let cost = if kind == Kind::Rmw {
                     self.topo.machine.costs.rmw_hit
                 } else {
                     l1_hit
                 };
-                let mut completion = line.after_fill(hw, now + cost);
-                if kind == Kind::Load
-                    && let Some(arrival) =
-                        self.tasks[me].fill_wait(line_id, word.then_some(addr), now)
-                {
-                    completion = completion.max(arrival);
-                }
                 Reservation {
-                    completion,
+                    completion: line.after_fill(hw, now + cost),
                     hit: true,
                 }
             }
-            Kind::Load => {
-                let mut r = line.load(&self.topo, hw, now, jitter);
-                // Intel: a load that misses L1 on a line with a miss outstanding waits for that
-                // fill (MEM_LOAD_UOPS_RETIRED.HIT_LFB); only a load of the bytes of an older
-                // buffered store is forwarded from it (README, "Store buffers").
-                if r.hit
-                    && let Some(arrival) =
-                        self.tasks[me].fill_wait(line_id, word.then_some(addr), now)
-                    && arrival > r.completion
-                {
-                    // (The line stays this thread's until the store commits, after `arrival`:
-                    // no other access can be reserved before then.)
-                    r.completion = arrival;
-                }
-                r
-            }
+            Kind::Load => line.load(&self.topo, hw, now, jitter),
             Kind::Store => line.store(&self.topo, hw, now, false, jitter),
             Kind::Rmw => line.store(&self.topo, hw, now, true, jitter),
             Kind::Sleep | Kind::Wake => unreachable!("{kind:?} is not a memory access"),
         };
-        if self.snoop_window && self.mode == Mode::VirtualTime && !r.hit {
+        // Intel: a load that misses L1 on a line with a miss outstanding waits for that fill
+        // (MEM_LOAD_UOPS_RETIRED.HIT_LFB); only a load of the bytes of an older buffered store
+        // is forwarded from it (README, "Store buffers").
+        if kind == Kind::Load
+            && r.hit
+            && let Some(arrival) = self.tasks[me].fill_wait(line_id, word.then_some(addr), now)
+            && arrival > r.completion
+        {
+            // (The line stays this thread's until the store commits, after `arrival`: no other
+            // access can be reserved before then.)
+            r.completion = arrival;
+        }
+        if let Some((holders, modified, start)) = before
+            && !r.hit
+        {
             let request = Request {
                 hw,
                 write: kind != Kind::Load,
@@ -1001,16 +996,14 @@ impl Engine {
             return;
         }
         let sleepers = std::mem::take(&mut line.sleepers);
-        // A spinner notices the write at its next look: a seeded phase of one iteration (a
-        // `pause` and a hit) later, drawn anew for each write.
-        let costs = &self.topo.machine.costs;
-        let iteration = (costs.pause + costs.l1_hit).max(1);
+        // With the wake phase, a spinner notices the write at its next look: a seeded phase of
+        // one iteration (a `pause` and a hit) later, drawn anew for each write.
+        let iteration = self.wake_phase.then(|| {
+            let costs = &self.topo.machine.costs;
+            (costs.pause + costs.l1_hit).max(1)
+        });
         for &(id, seq) in &sleepers {
-            let phase = if self.wake_phase {
-                mix(self.seed ^ (u64::from(id) << 40) ^ when) % iteration
-            } else {
-                0
-            };
+            let phase = iteration.map_or(0, |i| mix(self.seed ^ (u64::from(id) << 40) ^ when) % i);
             let task = &mut self.tasks[id as usize];
             if task.wait == (Wait::Spinning { seq }) {
                 task.wait = Wait::Running;

@@ -202,9 +202,9 @@ pub struct RunConfig {
 impl RunConfig {
     /// `numasim`'s defaults for one run of `threads` threads on `machine`: pinned round-robin
     /// (`spread`), 10 ms, seed 1, the ttas model's eventual fairness, 95% reads, `lockbench`'s
-    /// 2 locks for the duration, store buffers on, forwarding by address, no snoop window or wake phase, the
-    /// kernel's stutter
-    /// and CNA threshold, no trace. A test or tool sets what it varies on top
+    /// 2 locks for the duration, store buffers on, forwarding by address, no snoop window or
+    /// wake phase, the kernel's stutter and CNA threshold, no trace. A test or tool sets what it
+    /// varies on top
     /// (`RunConfig { seed: 2, ..RunConfig::new(machine, 8) }`), so that a new parameter or
     /// default changes here only.
     pub fn new(machine: &'static Machine, threads: usize) -> Self {
