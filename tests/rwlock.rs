@@ -233,6 +233,47 @@ pub fn compact_until_contended<R: Raw>() {
     assert_eq!(*rw.read(), 6);
 }
 
+/// A writer that gives up while readers are inside (`try_write`, a timed write, `try_upgrade`
+/// and its timed form) leaves them counted: every later writer still finds them. One of the
+/// readers entered through the readers' table (the lock's bias, set at inflation): a writer
+/// that revoked the bias and then gave up must hand it back, or the next writer, revoking an
+/// unbiased lock, would count the slots alone and get in beside that reader.
+pub fn failed_writers_leave_readers_counted<R: Raw>() {
+    let lock = RwLock::<R, u32>::new(0);
+    // Contention once: the lock inflates, with the bias set.
+    {
+        let a = lock.read();
+        let b = lock.read();
+        drop((a, b));
+    }
+    let reader = lock.read();
+    for _ in 0..3 {
+        assert!(
+            lock.try_write().is_none(),
+            "try_write got in beside a reader"
+        );
+        assert!(
+            lock.try_write_for(Duration::from_millis(1)).is_none(),
+            "try_write_for got in beside a reader"
+        );
+        let upgradable = lock.upgradable_read();
+        let Err(upgradable) = RwLockUpgradableReadGuard::try_upgrade(upgradable) else {
+            panic!("try_upgrade got in beside a reader");
+        };
+        let Err(upgradable) =
+            RwLockUpgradableReadGuard::try_upgrade_for(upgradable, Duration::from_millis(1))
+        else {
+            panic!("try_upgrade_for got in beside a reader");
+        };
+        drop(upgradable);
+    }
+    drop(reader);
+    *lock.try_write().expect("no reader left: try_write gets in") += 1;
+    *lock.write() += 1;
+    assert_eq!(*lock.read(), 2);
+    assert!(!lock.is_locked());
+}
+
 /// Every compact state is taken over correctly by an inflation: the compact holder then
 /// unlocks (or upgrades, downgrades) the inflated way.
 pub fn inflation_keeps_the_holder<R: Raw>() {
@@ -578,6 +619,10 @@ macro_rules! rwlock_conformance {
                 super::inflation_keeps_the_holder::<R>();
             }
             #[test]
+            fn failed_writers_leave_readers_counted() {
+                super::failed_writers_leave_readers_counted::<R>();
+            }
+            #[test]
             fn timed_waits() {
                 super::timed_waits::<R>();
             }
@@ -693,6 +738,7 @@ fn contract_without_write_mode() {
 fn tunable_contract<R: Raw>() {
     readers_and_writers::<R>(scaled(8, 3), scaled(2000, 40));
     inflation_keeps_the_holder::<R>();
+    failed_writers_leave_readers_counted::<R>();
     timed_waits::<R>();
     panic_releases::<R>();
     writers_not_starved::<R>();

@@ -63,7 +63,9 @@
 //! decremented instead); only the sum of entries and slots counts. A writer's revocation clears
 //! `BIAS`; it then counts the entries holding the key in every row handed out, with the slots,
 //! until the sum is 0, and moves any entry left (balanced by a decrement) into slot 0, so that
-//! while `BIAS` is clear no unit lives in the table and writers need not count it. The bias
+//! while `BIAS` is clear no unit lives in the table and writers need not count it. A writer
+//! that gives up before the sum is 0 (a try, or a deadline) sets `BIAS` again before it clears
+//! `WRITER`: the entries it counted are readers still inside. The bias
 //! then stays off for 9 times what that revocation took (BRAVO's inhibition), twice as long
 //! for each bias in a row that writers revoked before it had lived that long (up to 2^7
 //! times): a reader that enters through the slots looks at the clock on one entry in 16 and

@@ -258,6 +258,51 @@ fn biased_reader_and_revoking_writer() {
     );
 }
 
+/// A writer that revokes the bias and gives up (`try_lock_exclusive`: its drain ends at once)
+/// while a biased reader is inside must hand the bias back: the reader's unit is still in the
+/// table, and the next writer, finding the bias off, would count the slots alone and get in
+/// beside it. The reader holds through both tries, so both must fail; after it leaves a try
+/// gets in.
+#[test]
+fn failed_revocation_gives_the_bias_back() {
+    tunables::reset_defaults();
+    loom_rwlock_probe::take_biased_entries();
+    loom_rwlock_probe::take_table_units_seen();
+    model(3, || {
+        loom_clock::reset(0);
+        let shared = new_shared::<RawMcs, false>(true);
+        topology::set_thread_node(Some(0));
+        shared.0.lock_shared();
+        let s2 = shared.clone();
+        let writer = thread::spawn(move || {
+            topology::set_thread_node(Some(1));
+            for _ in 0..2 {
+                assert!(
+                    !s2.0.try_lock_exclusive(),
+                    "a writer got in beside a biased reader"
+                );
+            }
+        });
+        assert_eq!(shared.1.with(|v| unsafe { *v }), 0);
+        writer.join().unwrap();
+        // SAFETY: taken above.
+        unsafe { shared.0.unlock_shared() };
+        assert!(shared.0.try_lock_exclusive());
+        shared.1.with_mut(|v| unsafe { *v += 1 });
+        unsafe { shared.0.unlock_exclusive() };
+        assert_eq!(read(&shared), 1);
+        assert!(!shared.0.is_locked());
+    });
+    assert!(
+        loom_rwlock_probe::take_biased_entries() > 0,
+        "no reader entered through the table"
+    );
+    assert!(
+        loom_rwlock_probe::take_table_units_seen() > 0,
+        "no writer counted a table entry"
+    );
+}
+
 /// A read guard entered through the table on one thread and dropped on another: the entry
 /// stays in the first thread's row, balanced by a slot decrement. The writer that revokes the
 /// bias moves it to a slot (`normalize_table`); the writers after it, which do not count the

@@ -562,16 +562,22 @@ impl<M: WriterLock> Inflated<M> {
                 sampled = write_mode_sample_due();
             }
         }
-        let drained = self.drain(deadline, biased, sampled);
+        if self.drain(deadline, biased, sampled) {
+            if biased {
+                self.inhibit_bias(started);
+            }
+            return true;
+        }
         if biased {
-            self.inhibit_bias(started);
+            // Timed out with the bias revoked: readers may still be inside through the table,
+            // and the writers that revoke without the bias count only the slots, so the bias
+            // goes back before `WRITER` clears (docs/DESIGN.md, "The reader-writer lock"). Relaxed:
+            // we hold `M` and `WRITER`; the Release below, later on this word, carries it, and
+            // only holders of `M` clear the bias.
+            self.state.word.fetch_or(BIAS, Ordering::Relaxed);
         }
-        if drained {
-            true
-        } else {
-            self.release_writer_bit();
-            false
-        }
+        self.release_writer_bit();
+        false
     }
 
     /// After a revocation that began at `started` and found the bias set: keeps the bias off
