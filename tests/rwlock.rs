@@ -734,6 +734,42 @@ fn contract_without_write_mode() {
     numa_locks::tunables::set_rwlock_write_mode(true).unwrap();
 }
 
+/// The rwlock tunables are process-wide and may change at any time: the contract's mix of
+/// reads, writes, tries, upgrades and downgrades runs on every rwlock while another thread
+/// turns write mode and the writers' handover on and off, so that locks are left in write mode
+/// or with a revocation handed over under one setting and taken over under the other.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a stress of tunables changing; the contract itself runs under Miri"
+)]
+fn contract_while_tunables_change() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let toggler = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut flips = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                numa_locks::tunables::set_rwlock_write_mode(flips & 1 == 0).unwrap();
+                numa_locks::tunables::set_rwlock_writer_handover(flips & 2 != 0).unwrap();
+                flips = flips.wrapping_add(1);
+                thread::sleep(Duration::from_micros(50));
+            }
+        })
+    };
+    for _ in 0..3 {
+        readers_and_writers::<numa_locks::raw::RawMcsRwLock>(8, 2000);
+        readers_and_writers::<numa_locks::raw::RawCnaRwLock>(8, 2000);
+        readers_and_writers::<numa_locks::raw::RawHqRwLock>(8, 2000);
+        readers_and_writers::<numa_locks::raw::RawCnaRecursiveRwLock>(8, 2000);
+    }
+    stop.store(true, Ordering::Relaxed);
+    toggler.join().unwrap();
+    // The defaults, as the other tests of this binary expect them.
+    numa_locks::tunables::set_rwlock_write_mode(true).unwrap();
+    numa_locks::tunables::set_rwlock_writer_handover(false).unwrap();
+}
+
 /// The contract the tests of a process-wide rwlock tunable run again with it changed.
 fn tunable_contract<R: Raw>() {
     readers_and_writers::<R>(scaled(8, 3), scaled(2000, 40));
