@@ -153,7 +153,24 @@ fn other_bad_values_are_rejected() {
     );
     assert_rejected(
         &["--placement", "close"],
-        &["'close'", "--placement", "spread", "packed", "linux"],
+        &[
+            "'close'",
+            "--placement",
+            "spread",
+            "packed",
+            "linux",
+            "linux-5.12",
+        ],
+    );
+    assert_rejected(
+        &["--placement", "linux-5.12", "--machine", "kunpeng920"],
+        &[
+            "'linux-5.12'",
+            "--placement",
+            "kunpeng920",
+            "one NUMA level",
+            "2 nodes per socket",
+        ],
     );
     assert_rejected(
         &[
@@ -468,39 +485,45 @@ fn csv_has_the_exact_header_and_one_row_per_run() {
     }
 }
 
+/// A run of `args` with `--placement placement` in CSV, which must succeed and name the
+/// placement in its header: each row's lock and `remote_handoff_pct`.
+fn remote_by_lock(args: &[&str], placement: &str) -> Vec<(String, f64)> {
+    let mut all = args.to_vec();
+    all.extend(["--format", "csv", "--placement", placement]);
+    let output = numasim(&all);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        stderr.contains(&format!("placement {placement},")),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    csv_rows(&stdout)
+        .iter()
+        .map(|row| (row[1].to_string(), row[8].parse().unwrap()))
+        .collect()
+}
+
 /// `--placement packed` puts up to one node's worth of threads on one node: no handoff crosses
 /// nodes, for any lock, where the default spread placement crosses in most of McsMutex's; the
 /// header on stderr names the placement.
 #[test]
 fn packed_placement_keeps_every_handoff_on_one_node() {
     let run = |placement: &str| {
-        let args = [
-            "--duration-us",
-            "1000",
-            "--format",
-            "csv",
-            "--machine",
-            "kunpeng920",
-            "--threads",
-            "24",
-            "--locks",
-            "mcs,cna,hq,ttas,spin-mcs",
-            "--placement",
+        let remote = remote_by_lock(
+            &[
+                "--duration-us",
+                "1000",
+                "--machine",
+                "kunpeng920",
+                "--threads",
+                "24",
+                "--locks",
+                "mcs,cna,hq,ttas,spin-mcs",
+            ],
             placement,
-        ];
-        let output = numasim(&args);
-        assert_eq!(output.status.code(), Some(0), "{output:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert!(
-            stderr.contains(&format!("placement {placement}")),
-            "{stderr}"
         );
-        let stdout = String::from_utf8(output.stdout).unwrap();
-        let remote: Vec<(String, f64)> = csv_rows(&stdout)
-            .iter()
-            .map(|row| (row[1].to_string(), row[8].parse().unwrap()))
-            .collect();
-        assert_eq!(remote.len(), 5, "{stdout}");
+        assert_eq!(remote.len(), 5, "{remote:?}");
         remote
     };
     for (lock, remote) in run("packed") {
@@ -509,6 +532,36 @@ fn packed_placement_keeps_every_handoff_on_one_node() {
     let spread = run("spread");
     let mcs = spread.iter().find(|(lock, _)| lock == "mcs").unwrap().1;
     assert!(mcs >= 25.0, "mcs: {mcs}% remote, spread");
+}
+
+/// `--placement linux-5.12` (the v15 letter's stock kernel's balancer) keeps 4 threads of
+/// `x5-4` on one node, so no handoff crosses nodes, where `linux` (v5.10) runs them 2 and 2 on
+/// two nodes; the header names it.
+#[test]
+fn linux_5_12_placement_keeps_four_threads_on_one_node() {
+    let run = |placement: &str| {
+        let args = [
+            "--duration-us",
+            "2000",
+            "--machine",
+            "x5-4",
+            "--threads",
+            "4",
+            "--workload",
+            "locktorture",
+            "--locks",
+            "qspinlock,cna-kernel",
+        ];
+        remote_by_lock(&args, placement)
+    };
+    for (lock, remote) in run("linux-5.12") {
+        assert_eq!(remote, 0.0, "{lock}: {remote}% remote under linux-5.12");
+    }
+    let v5_10 = run("linux");
+    assert!(
+        v5_10.iter().all(|(_, remote)| *remote > 0.0),
+        "linux (v5.10) runs 4 threads on two nodes: {v5_10:?}"
+    );
 }
 
 /// `--placement linux` puts 2 threads on one node (the scheduler keeps a pair together), so no

@@ -78,7 +78,7 @@ pub use harness::{
 pub use local::{AccessError, LocalKey};
 pub use machine::{
     Costs, LatencyClass, MAX_HW_THREADS, Machine, Place, Ps, TooManyThreads, UnknownMachine,
-    linux_placement, packed_placement, placement,
+    linux_placement, linux_v5_12_placement, packed_placement, placement,
 };
 
 use engine::{Kind, Mode};

@@ -447,8 +447,9 @@ pub fn packed_placement(machine: &Machine, threads: usize) -> Result<Vec<usize>,
     )
 }
 
-/// Where `threads` unpinned threads end up on `machine` under the Linux scheduler of the CNA
-/// series' runs (v5.10–v5.12), as [`placement`] places them within a node (over the L3
+/// Where `threads` unpinned threads end up on `machine` under the Linux scheduler of v5.10 (the
+/// CNA v13 letter's stock kernel; [`linux_v5_12_placement`] for v5.11–v5.12), as [`placement`]
+/// places them within a node (over the L3
 /// domains, then the cores, SMT siblings last), with as many on each node as its load balancer
 /// leaves there. Which threads share a node is drawn from `seed`.
 ///
@@ -490,6 +491,67 @@ pub fn linux_placement(
     threads: usize,
     seed: u64,
 ) -> Result<Vec<usize>, TooManyThreads> {
+    linux_balanced(machine, threads, seed, Balancer::V5_10)
+}
+
+/// [`linux_placement`] under the balancer of v5.11–v5.12, the stock kernel of the v15 cover
+/// letter's runs (v5.12). Mel Gorman's "Revisit NUMA imbalance tolerance and fork balancing"
+/// (merged for v5.11, `kernel/sched/fair.c`) replaced both of v5.10's rules with one test,
+/// `allow_numa_imbalance(running, weight)`: `running < weight / 4`.
+/// - A new thread stays on its parent's node while that node runs fewer than a quarter of the
+///   NUMA domain's CPUs (`find_idlest_group`, `local_sgs.sum_nr_running` against
+///   `sd->span_weight`: on a machine with one NUMA level, every CPU of the machine);
+/// - a node pulls half the difference from the busiest node, except that an imbalance of at
+///   most 2 is left alone while the busiest node runs fewer than a quarter of its own CPUs
+///   (`adjust_numa_imbalance(imbalance, busiest->sum_nr_running, busiest->group_weight)`).
+///
+/// So on `x5-4` (36 hardware threads per node) 4 threads stay on one node and 8 run 4 and 4,
+/// where v5.10 gives 2 and 2, and 2 on every node; from 12 threads on the two agree. The rule
+/// is the top NUMA level's: on a machine with several nodes per socket (two NUMA levels) the
+/// kernel applies it level by level, which this does not model (`numasim` refuses such
+/// machines for `--placement linux-5.12`).
+///
+/// ```
+/// let m = numa_sim::Machine::by_name("x5-4").unwrap();
+/// let nodes = |n| {
+///     let hw = numa_sim::linux_v5_12_placement(m, n, 1).unwrap();
+///     let mut per_node = vec![0; 4];
+///     hw.iter().for_each(|&h| per_node[m.node_of(h)] += 1);
+///     per_node
+/// };
+/// assert_eq!(nodes(4), [4, 0, 0, 0]);
+/// assert_eq!(nodes(8), [4, 4, 0, 0]);
+/// assert_eq!(nodes(16), [4, 4, 4, 4]);
+/// ```
+///
+/// # Errors
+///
+/// [`TooManyThreads`] when `threads > machine.hw_threads()`.
+pub fn linux_v5_12_placement(
+    machine: &Machine,
+    threads: usize,
+    seed: u64,
+) -> Result<Vec<usize>, TooManyThreads> {
+    linux_balanced(machine, threads, seed, Balancer::V5_11)
+}
+
+/// Which kernel's NUMA balancing rules [`linux_balanced`] follows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Balancer {
+    /// v5.10: forks fill the parent's node while it has an idle CPU; a node running at most 2
+    /// is never pulled from.
+    V5_10,
+    /// v5.11–v5.12: `allow_numa_imbalance` (see [`linux_v5_12_placement`]).
+    V5_11,
+}
+
+/// The placements of [`linux_placement`] and [`linux_v5_12_placement`].
+fn linux_balanced(
+    machine: &Machine,
+    threads: usize,
+    seed: u64,
+    balancer: Balancer,
+) -> Result<Vec<usize>, TooManyThreads> {
     let m = machine;
     if threads > m.hw_threads() {
         return Err(TooManyThreads {
@@ -503,13 +565,22 @@ pub fn linux_placement(
     // Within a node, threads go where `packed_placement` puts a node's share.
     let all = packed_placement(m, m.hw_threads())?;
     let in_node: Vec<&[usize]> = all.chunks(per_node).collect();
-    // Forks fill the parent's node first (the next node once it has no idle CPU).
+    // Forks fill the parent's node first: v5.10 while it has an idle CPU, v5.11 while it runs
+    // fewer than a quarter of the machine's CPUs. The kernel gives each later fork to the
+    // idlest node; here they fill the next nodes in turn, and the balancing below evens the
+    // counts.
+    let first = match balancer {
+        Balancer::V5_10 => per_node,
+        Balancer::V5_11 => (m.hw_threads() / 4).min(per_node),
+    };
     let mut running = vec![0usize; nodes];
     let mut left = threads;
-    for r in running.iter_mut() {
-        *r = left.min(per_node);
+    for (n, r) in running.iter_mut().enumerate() {
+        *r = left.min(if n == 0 { first } else { per_node });
         left -= *r;
     }
+    // v5.11 on a machine whose quarter is less than a node: node 0 takes the rest last.
+    running[0] += left;
     // Load balancing, each node pulling from the busiest in turn, until nothing moves.
     const IMBALANCE_MIN: usize = 2;
     loop {
@@ -518,11 +589,18 @@ pub fn linux_placement(
             let busiest = (0..nodes)
                 .max_by_key(|&n| (running[n], std::cmp::Reverse(n)))
                 .expect("a machine has a node");
-            if busiest == local || running[busiest] <= IMBALANCE_MIN {
+            if busiest == local {
                 continue;
             }
-            let pull = (running[busiest].saturating_sub(running[local]) >> 1)
-                .min(per_node - running[local]);
+            let imbalance = running[busiest].saturating_sub(running[local]) >> 1;
+            let left_alone = match balancer {
+                Balancer::V5_10 => running[busiest] <= IMBALANCE_MIN,
+                Balancer::V5_11 => running[busiest] < per_node / 4 && imbalance <= IMBALANCE_MIN,
+            };
+            if left_alone {
+                continue;
+            }
+            let pull = imbalance.min(per_node - running[local]);
             if pull > 0 {
                 running[busiest] -= pull;
                 running[local] += pull;
@@ -1040,22 +1118,27 @@ mod tests {
         assert!(err.contains("145") && err.contains("144"), "{err}");
     }
 
+    /// The threads per node of placement `hw` on `m`, checked to put one thread per hardware
+    /// thread.
+    fn threads_per_node(m: &Machine, hw: &[usize]) -> Vec<usize> {
+        let mut sorted = hw.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            hw.len(),
+            "{}: one thread per hardware thread",
+            m.name
+        );
+        let mut counts = vec![0; m.node_count()];
+        hw.iter().for_each(|&h| counts[m.node_of(h)] += 1);
+        counts
+    }
+
     #[test]
     fn linux_placement_balances_as_the_scheduler_does() {
         let per_node = |m: &Machine, n: usize, seed: u64| {
-            let hw = linux_placement(m, n, seed).unwrap();
-            let mut sorted = hw.clone();
-            sorted.sort_unstable();
-            sorted.dedup();
-            assert_eq!(
-                sorted.len(),
-                n,
-                "{}: one thread per hardware thread",
-                m.name
-            );
-            let mut counts = vec![0; m.node_count()];
-            hw.iter().for_each(|&h| counts[m.node_of(h)] += 1);
-            counts
+            threads_per_node(m, &linux_placement(m, n, seed).unwrap())
         };
         let x = Machine::by_name("x5-4").unwrap();
         // At most 2 stay together (adjust_numa_imbalance); then half the difference moves.
@@ -1079,6 +1162,41 @@ mod tests {
         assert_eq!(a, b, "on the same hardware threads");
         assert_eq!(hw, linux_placement(x, 72, 1).unwrap(), "deterministic");
         assert!(linux_placement(x, 145, 1).is_err());
+    }
+
+    #[test]
+    fn linux_v5_12_placement_leaves_small_imbalances_on_lightly_loaded_nodes() {
+        let per_node =
+            |m: &Machine, n: usize| threads_per_node(m, &linux_v5_12_placement(m, n, 1).unwrap());
+        let x = Machine::by_name("x5-4").unwrap();
+        // x5-4: 36 CPUs a node, so a node running fewer than 9 keeps an imbalance of up to 2.
+        assert_eq!(per_node(x, 2), [2, 0, 0, 0]);
+        assert_eq!(per_node(x, 4), [4, 0, 0, 0]);
+        assert_eq!(per_node(x, 6), [3, 3, 0, 0]);
+        assert_eq!(per_node(x, 8), [4, 4, 0, 0]);
+        for n in [12, 16, 32, 36, 72, 144] {
+            assert_eq!(per_node(x, n), vec![n / 4; 4], "{n}");
+        }
+        // Beyond 11 threads the two kernels agree on x5-4.
+        for n in 12..=144 {
+            assert_eq!(
+                linux_v5_12_placement(x, n, 1).unwrap(),
+                linux_placement(x, n, 1).unwrap(),
+                "{n}: the same hardware threads, drawn the same way"
+            );
+        }
+        // 2s-generic: 64 CPUs, so forks stay on node 0 up to 16; 32 CPUs a node, quarter 8.
+        let g = Machine::by_name("2s-generic").unwrap();
+        assert_eq!(per_node(g, 4), [4, 0]);
+        assert_eq!(
+            per_node(g, 5),
+            [5, 0],
+            "an imbalance of 2 on a node below its quarter"
+        );
+        assert_eq!(per_node(g, 6), [3, 3], "an imbalance of 3 moves");
+        assert_eq!(per_node(g, 8), [4, 4]);
+        assert_eq!(per_node(g, 64), [32, 32]);
+        assert!(linux_v5_12_placement(x, 145, 1).is_err());
     }
 
     #[test]

@@ -168,6 +168,9 @@ pub enum Placement {
     Packed,
     // numa_sim::linux_placement: unpinned threads as the v5.10 scheduler balances them.
     Linux,
+    // numa_sim::linux_v5_12_placement: as the v5.11-v5.12 scheduler balances them.
+    #[value(name = "linux-5.12")]
+    Linux512,
 }
 
 impl Placement {
@@ -183,6 +186,7 @@ impl Placement {
             Placement::Spread => numa_sim::placement(machine, threads),
             Placement::Packed => numa_sim::packed_placement(machine, threads),
             Placement::Linux => numa_sim::linux_placement(machine, threads, seed),
+            Placement::Linux512 => numa_sim::linux_v5_12_placement(machine, threads, seed),
         }
     }
 
@@ -192,6 +196,7 @@ impl Placement {
             Placement::Spread => "spread",
             Placement::Packed => "packed",
             Placement::Linux => "linux",
+            Placement::Linux512 => "linux-5.12",
         }
     }
 }
@@ -474,8 +479,15 @@ struct Args {
     /// within a node whatever the lock does (the most any NUMA policy can give); or unpinned as
     /// the Linux scheduler of the CNA series' runs balanced them (linux: 2 threads share a node,
     /// 4 run 2 and 2 on two nodes, from 8 on every node has its share; which threads share a node
-    /// is drawn from the seed), the placement that reproduces the published kernel figures
-    #[arg(long, value_name = "spread|packed|linux", default_value = "spread")]
+    /// is drawn from the seed), the placement that reproduces the published kernel figures; or
+    /// as the v5.11-v5.12 scheduler balanced them (linux-5.12, the v15 letter's stock kernel:
+    /// up to 9 threads of x5-4 keep an imbalance of 2 per node, so 4 share a node and 8 run 4
+    /// and 4; machines with one NUMA level only)
+    #[arg(
+        long,
+        value_name = "spread|packed|linux|linux-5.12",
+        default_value = "spread"
+    )]
     placement: Placement,
 
     /// Whether this crate's locks let an arriving thread take a free lock ahead of queued waiters
@@ -687,6 +699,14 @@ fn validate(args: Args) -> Result<Command, String> {
             .filter(|&n| n <= machine.hw_threads())
             .collect(),
     };
+    if args.placement == Placement::Linux512 && machine.nodes_per_socket > 1 {
+        // numa_sim::linux_v5_12_placement models one NUMA level.
+        return Err(format!(
+            "invalid value 'linux-5.12' for --placement on {}: it models machines with one NUMA \
+             level, and {} has {} nodes per socket; use linux, spread or packed",
+            machine.name, machine.name, machine.nodes_per_socket
+        ));
+    }
     if let Some(conflict) = args.writers.and_then(|writers| {
         let has_rw = args.workload.0.contains(&WorkloadKind::Rw);
         crate::common::cli::writers_conflict(writers, has_rw, &threads)
