@@ -477,12 +477,12 @@ struct Args {
     /// Where the threads run: pinned round-robin over the sockets (spread); packed onto as few
     /// NUMA nodes as possible, so that up to one node's worth of threads every handoff stays
     /// within a node whatever the lock does (the most any NUMA policy can give); or unpinned as
-    /// the Linux scheduler of the CNA series' runs balanced them (linux: 2 threads share a node,
-    /// 4 run 2 and 2 on two nodes, from 8 on every node has its share; which threads share a node
-    /// is drawn from the seed), the placement that reproduces the published kernel figures; or
-    /// as the v5.11-v5.12 scheduler balanced them (linux-5.12, the v15 letter's stock kernel:
-    /// up to 9 threads of x5-4 keep an imbalance of 2 per node, so 4 share a node and 8 run 4
-    /// and 4; machines with one NUMA level only)
+    /// the Linux scheduler of the CNA series' runs balanced them, the placement that reproduces
+    /// the published kernel figures (which threads share a node is drawn from the seed): v5.10's
+    /// (linux, the v13 letter's kernel: 2 threads share a node, 4 run 2 and 2 on two nodes, from
+    /// 8 on every node has its share) or v5.11-v5.12's (linux-5.12, the v15 letter's: a node
+    /// running under a quarter of its CPUs keeps an imbalance of 2, so on x5-4 4 threads share a
+    /// node and 8 run 4 and 4; machines with one NUMA level only)
     #[arg(
         long,
         value_name = "spread|packed|linux|linux-5.12",
