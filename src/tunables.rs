@@ -157,8 +157,9 @@ fn check_duration(
 ///
 /// This is the whole budget where threads outnumber cores (a timed `sched_yield` shows whether
 /// another thread wants this one's core). Where they do not, queued waiters and the queue head
-/// spin this long plus 2 µs per CPU of the machine before they park, since a first-come queue
-/// of running threads moves by one handoff (well under 1 µs) at a time; 0 still parks at once.
+/// spin this long plus 4 µs per CPU of the machine before they park, since a first-come queue
+/// of running threads moves by one round (a handoff and the re-takes before the next head looks)
+/// at a time; 0 still parks at once.
 ///
 /// On a machine with one NUMA node it also bounds the arriving threads' spin before they queue:
 /// half of it, while the thread has its core to itself (0 leaves only parking_lot's brief

@@ -37,17 +37,19 @@ pub(crate) struct SpinBudget {
     spins: u32,
 }
 
-/// How long a queued waiter may wait behind each running thread: a contended handoff takes well
-/// under 1 µs even across sockets, so 2 µs is generous.
+/// How long a queued waiter may wait behind each running thread: one round of the queue, a
+/// handoff plus the releasing threads' re-takes before the next head looks, with room to spare.
 ///
 /// A waiter whose core is not crowded spins for the spin time plus this per CPU before it parks
-/// ([`uncrowded_wait_ns`]): with no more running threads than CPUs, that many handoffs is the
+/// ([`uncrowded_wait_ns`]): with no more running threads than CPUs, that many rounds is the
 /// longest a first-come queue can make it wait. A queue lock whose waiters park hands every
 /// contended acquisition to a thread that needs a futex wake, and a queue of them parks all the
-/// more, since every waiter then waits longer (docs/DESIGN.md, "Decision record: uncrowded
-/// waiters spin longer"). Where threads outnumber cores the budget stays the spin time: a
-/// spinning waiter would only take a core from the thread it waits for.
-pub(crate) const WAIT_PER_CPU_NS: u64 = 2_000;
+/// more, since every waiter then waits longer and the free lock goes to arrivals meanwhile: a
+/// budget shorter than the queue's real wait tips a lock into that regime for good
+/// (docs/DESIGN.md, "Decision record: uncrowded waiters spin longer", and "a waiter's budget
+/// covers a round"). Where threads outnumber cores the budget stays the spin time: a spinning
+/// waiter would only take a core from the thread it waits for.
+pub(crate) const WAIT_PER_CPU_NS: u64 = 4_000;
 
 /// How long a waiter whose core is not crowded spins before it parks: the spin time plus
 /// [`WAIT_PER_CPU_NS`] per CPU of the machine.
