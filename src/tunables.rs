@@ -49,6 +49,16 @@ pub const DEFAULT_STEAL_BOUND: Duration = Duration::from_millis(1);
 /// and every queued thread waits through those runs: more throughput, a longer tail of waits
 /// at high thread counts (docs/DESIGN.md, "Decision record: the re-take window stays off").
 pub const DEFAULT_RETAKE_WINDOW: Duration = Duration::ZERO;
+/// Default re-take window of a lone head: 50 µs. A queue head with nobody queued behind it
+/// (the queue's tail) lets other threads take the free lock for this long before it reserves
+/// it; as soon as another thread queues, it reserves at its next look.
+///
+/// Trade-off: where two threads take turns, every handoff would otherwise cross to the other
+/// thread (across sockets, a transfer of the lock and the data each time), while `std` and
+/// `parking_lot` let the releasing thread take the lock back without bound. The window bounds
+/// that re-take run, and so the lone waiter's wait (docs/DESIGN.md, "Decision record: a lone
+/// head's re-take window").
+pub const DEFAULT_LONE_RETAKE_WINDOW: Duration = Duration::from_micros(50);
 /// Default age at which the CNA secondary queue is flushed back to the main queue: 25 µs.
 ///
 /// The kernel's CNA uses 1 ms (`numa_spinlock_threshold_ns`). A waiter of another node waits
@@ -101,6 +111,8 @@ static RWLOCK_WRITER_HANDOVER: AtomicBool = AtomicBool::new(DEFAULT_RWLOCK_WRITE
 static RWLOCK_WRITE_MODE: AtomicBool = AtomicBool::new(DEFAULT_RWLOCK_WRITE_MODE);
 static STEAL_BOUND_NS: AtomicU64 = AtomicU64::new(DEFAULT_STEAL_BOUND.as_nanos() as u64);
 static RETAKE_WINDOW_NS: AtomicU64 = AtomicU64::new(DEFAULT_RETAKE_WINDOW.as_nanos() as u64);
+static LONE_RETAKE_WINDOW_NS: AtomicU64 =
+    AtomicU64::new(DEFAULT_LONE_RETAKE_WINDOW.as_nanos() as u64);
 static CNA_FLUSH_NS: AtomicU64 = AtomicU64::new(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64);
 static HQ_LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_LOCAL_HANDOFFS);
 static HQ_DOMAIN_HANDOFFS: AtomicU64 = AtomicU64::new(DEFAULT_HQ_DOMAIN_HANDOFFS);
@@ -283,6 +295,46 @@ pub fn retake_window() -> Duration {
     Duration::from_nanos(RETAKE_WINDOW_NS.load(Relaxed))
 }
 
+/// Sets the re-take window of a lone head (default [`DEFAULT_LONE_RETAKE_WINDOW`]): how long a
+/// queue head with nobody queued behind it lets other threads, above all the one that just
+/// released the lock, take the free lock ahead of it before it reserves the lock for itself.
+/// Allowed: 0 (only [`retake_window`] applies) to 10 ms.
+///
+/// It applies while the head is the queue's tail (for CnaMutex, also with no waiter set aside
+/// for another node) and ends at the head's first look after another thread queued, or when
+/// the steal bound ends it. With two threads taking turns on a lock, the releasing thread
+/// keeps the lock (and the data in its cache) for up to this long, and the other waits up to
+/// this long, as a lock that lets it re-take without bound (`std`, `parking_lot`) would make
+/// it wait longer. With more threads contending, heads are rarely alone and it changes nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use numa_locks::tunables;
+///
+/// tunables::set_lone_retake_window(Duration::from_micros(20)).unwrap();
+/// assert_eq!(tunables::lone_retake_window(), Duration::from_micros(20));
+/// let err = tunables::set_lone_retake_window(Duration::from_millis(20)).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid lone_retake_window 20ms: allowed 0 to 10ms");
+/// # tunables::reset_defaults();
+/// ```
+pub fn set_lone_retake_window(value: Duration) -> Result<(), TunableError> {
+    let ns = check_duration(
+        "lone_retake_window",
+        value,
+        Duration::ZERO,
+        MAX_RETAKE_WINDOW,
+        "0 to 10ms",
+    )?;
+    LONE_RETAKE_WINDOW_NS.store(ns, Relaxed);
+    Ok(())
+}
+
+/// How long a queue head with nobody queued behind it lets other threads take the free lock
+/// before it reserves it.
+pub fn lone_retake_window() -> Duration {
+    Duration::from_nanos(LONE_RETAKE_WINDOW_NS.load(Relaxed))
+}
+
 /// Sets the age at which the CNA secondary queue is flushed to the front of the main queue
 /// (default [`DEFAULT_CNA_FLUSH_THRESHOLD`]). Allowed: 1 µs to 10 s.
 pub fn set_cna_flush_threshold(value: Duration) -> Result<(), TunableError> {
@@ -458,6 +510,7 @@ pub fn reset_defaults() {
     RWLOCK_WRITE_MODE.store(DEFAULT_RWLOCK_WRITE_MODE, Relaxed);
     STEAL_BOUND_NS.store(DEFAULT_STEAL_BOUND.as_nanos() as u64, Relaxed);
     RETAKE_WINDOW_NS.store(DEFAULT_RETAKE_WINDOW.as_nanos() as u64, Relaxed);
+    LONE_RETAKE_WINDOW_NS.store(DEFAULT_LONE_RETAKE_WINDOW.as_nanos() as u64, Relaxed);
     DELEGATE_BATCH.store(DEFAULT_DELEGATE_BATCH, Relaxed);
     DELEGATE_BATCH_NS.store(DEFAULT_DELEGATE_BATCH_TIME.as_nanos() as u64, Relaxed);
     CNA_FLUSH_NS.store(DEFAULT_CNA_FLUSH_THRESHOLD.as_nanos() as u64, Relaxed);
@@ -479,6 +532,10 @@ pub(crate) fn steal_bound_ns() -> u64 {
 #[inline]
 pub(crate) fn retake_window_ns() -> u64 {
     RETAKE_WINDOW_NS.load(Relaxed)
+}
+#[inline]
+pub(crate) fn lone_retake_window_ns() -> u64 {
+    LONE_RETAKE_WINDOW_NS.load(Relaxed)
 }
 #[inline]
 pub(crate) fn cna_flush_ns() -> u64 {

@@ -228,6 +228,10 @@ fn bad_spin_and_steal_bounds_are_rejected() {
         &["--retake-window-us", "20000"],
         &["--retake-window-us", "20ms", "0 to 10ms"],
     );
+    assert_rejected(
+        &["--lone-retake-window-us", "20000"],
+        &["--lone-retake-window-us", "20ms", "0 to 10ms"],
+    );
     // Not a number of microseconds at all.
     assert_rejected(
         &["--spin-us", "-1"],
@@ -249,6 +253,8 @@ fn bad_spin_and_steal_bounds_are_rejected() {
         "50",
         "--retake-window-us",
         "0.5",
+        "--lone-retake-window-us",
+        "20",
         "--duration-ms",
         "10",
         "--runs",

@@ -304,6 +304,10 @@ fn tunables_are_validated_by_the_setters() {
         &["--retake-window-us", "20ms", "0 to 10ms"],
     );
     assert_rejected(
+        &["--lone-retake-window-us", "20000"],
+        &["--lone-retake-window-us", "20ms", "0 to 10ms"],
+    );
+    assert_rejected(
         &["--cna-flush-us", "0.5"],
         &["--cna-flush-us", "1us to 10s"],
     );
@@ -356,6 +360,7 @@ fn help_explains_locks_workloads_and_columns() {
         "--spin-us",
         "--steal-bound-us",
         "--retake-window-us",
+        "--lone-retake-window-us",
         "--cna-flush-us",
         "--hq-local-handoffs",
         "--hq-domain-handoffs",
@@ -412,6 +417,10 @@ fn help_states_the_crate_defaults() {
         (
             "--retake-window-us",
             tunables::DEFAULT_RETAKE_WINDOW.as_micros(),
+        ),
+        (
+            "--lone-retake-window-us",
+            tunables::DEFAULT_LONE_RETAKE_WINDOW.as_micros(),
         ),
         (
             "--cna-flush-us",

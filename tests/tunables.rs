@@ -130,6 +130,23 @@ fn setters_validate_and_take_effect() {
         "a rejected value changes nothing"
     );
 
+    assert_eq!(
+        tunables::lone_retake_window(),
+        tunables::DEFAULT_LONE_RETAKE_WINDOW
+    );
+    tunables::set_lone_retake_window(Duration::ZERO).unwrap();
+    assert_eq!(tunables::lone_retake_window(), Duration::ZERO);
+    assert_rejected(
+        tunables::set_lone_retake_window(Duration::from_millis(11)),
+        "lone_retake_window",
+        "11ms",
+    );
+    assert_eq!(
+        tunables::lone_retake_window(),
+        Duration::ZERO,
+        "a rejected value changes nothing"
+    );
+
     tunables::set_cna_flush_threshold(Duration::from_millis(3)).unwrap();
     assert_eq!(tunables::cna_flush_threshold(), Duration::from_millis(3));
     assert_rejected(

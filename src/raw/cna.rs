@@ -230,6 +230,9 @@ impl RawCna {
                 undecided
             },
             successor,
+            // Nobody queued behind us, nor set aside for another node. Relaxed: only steers
+            // when we reserve.
+            || secondary.get() == 0 && self.tail.load(Ordering::Relaxed) == me,
             premarked,
             deadline,
             watch,

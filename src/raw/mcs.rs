@@ -127,10 +127,15 @@ impl RawMcs {
             .head_watch(self as *const Self as *const (), &walk);
         // Our successor, once it has linked itself, is the one to mark (it never changes).
         let successor = || node(me).next.load(Ordering::Acquire);
-        let acquired =
-            self.core
-                .word
-                .acquire_as_head(|| false, successor, premarked, deadline, watch);
+        let acquired = self.core.word.acquire_as_head(
+            || false,
+            successor,
+            // Nobody queued behind us. Relaxed: only steers when we reserve.
+            || self.tail.load(Ordering::Relaxed) == me,
+            premarked,
+            deadline,
+            watch,
+        );
         match acquired {
             Some(acquired) => {
                 self.pass_headship(me, false, acquired.marked);

@@ -429,6 +429,28 @@ pub mod loom_probe {
         take_left_open_in_window
     );
     probe!(
+        /// A marking queue head with nobody queued behind it found the lock busy and left it
+        /// open to stealers, its lone re-take window (`tunables::lone_retake_window`) not over
+        /// yet.
+        LEFT_OPEN_ALONE,
+        left_open_alone,
+        take_left_open_alone
+    );
+    probe!(
+        /// A queue head within its lone re-take window found the lock free and left it, for
+        /// one look, to the thread that released it.
+        FREE_LOCKS_HELD_OFF,
+        free_lock_held_off,
+        take_free_locks_held_off
+    );
+    probe!(
+        /// A queue head's lone re-take window closed (with loom's clock standing still: a
+        /// thread queued behind it).
+        LONE_WINDOW_CLOSED,
+        lone_window_closed,
+        take_lone_window_closed
+    );
+    probe!(
         /// An arrival of the node a `LOCAL` reservation names took the free lock.
         LOCAL_STEALS,
         local_steal,

@@ -453,10 +453,11 @@ fn spread(machine: &'static Machine, threads: usize) -> Vec<usize> {
     numa_sim::placement(machine, threads).unwrap()
 }
 
-/// CNA and HQ keep handoffs on one node where MCS's FIFO crosses nodes about every other time
-/// (49.8%: its waiters re-queue in the order their releases reach the tail, which groups them
-/// less than at random): 16 threads on x5-4 (4 per socket), default tunables, 10 ms of virtual
-/// time. (Over 2 ms,
+/// CNA and HQ keep handoffs on one node where MCS's FIFO crosses nodes about every third time
+/// (34.0%; 49.8% before the lone head's re-take window let more of its releasing threads take
+/// the lock back: its waiters re-queue in the order their releases reach the tail, which groups
+/// them less than at random): 16 threads on x5-4 (4 per socket), default tunables, 10 ms of
+/// virtual time. (Over 2 ms,
 /// HQ's few handoffs between steals include the start-up's: 6% remote.) Without feature
 /// `stats`, whose bookkeeping changes the timing (the claim is about the default build).
 #[cfg(not(feature = "stats"))]
@@ -476,7 +477,7 @@ fn locality_16_threads_x5_4() {
         cna.handoffs,
         hq.handoffs
     );
-    assert!(mcs.remote_pct() >= 40.0, "mcs {:.1}%", mcs.remote_pct());
+    assert!(mcs.remote_pct() >= 30.0, "mcs {:.1}%", mcs.remote_pct());
     assert!(cna.remote_pct() <= 5.0, "cna {:.2}%", cna.remote_pct());
     assert!(hq.remote_pct() <= 5.0, "hq {:.2}%", hq.remote_pct());
     assert!(cna.handoffs > 1_000 && hq.handoffs > 1_000);
@@ -700,11 +701,12 @@ fn hq_every_node_gets_a_turn() {
 /// tries them again once the flat window (10 ms) has passed, looking at it only once in
 /// thousands of handoffs: 4 threads, one per node of the Kunpeng 920, run alone for 5 ms (the
 /// lock goes flat within the first 0.1 ms), then 8 more join (3 per node). Over the last 5 ms of
-/// 20, the lock must be hierarchical again: at most 30% of its handoffs cross nodes, where a lock
-/// stuck flat crosses in most of them, as MCS does here (92.8% measured). Measured: 20.9%; it
-/// was 2.7% before a flat HqMutex handed off as McsMutex does (open, premarked): its queued
-/// handoffs, which count the streak and the looks at the flat window, are fewer, so the lock
-/// turns hierarchical again later (docs/DESIGN.md, "Decision record: heads premark").
+/// 20, the lock must be hierarchical again: at most 30% of its handoffs cross nodes, and under a
+/// quarter of what a lock stuck flat crosses, as MCS does here (32.6% measured; 92.8% before
+/// the lone head's re-take window let its releasing threads take the lock back). Measured: 1.7%
+/// (20.9% before the window; 2.7% before a flat HqMutex handed off as McsMutex does, open and
+/// premarked, which made its queued handoffs, which count the streak and the looks at the flat
+/// window, fewer: docs/DESIGN.md, "Decision record: heads premark").
 #[cfg(not(feature = "stats"))]
 #[test]
 fn hq_tries_the_node_queues_again_after_going_flat() {
@@ -735,7 +737,12 @@ fn hq_tries_the_node_queues_again_after_going_flat() {
     );
     assert!(hq.handoffs > 0 && mcs.handoffs > 0);
     assert!(hq.remote_pct() <= 30.0, "{:.1}% remote", hq.remote_pct());
-    assert!(mcs.remote_pct() >= 60.0, "{:.1}% remote", mcs.remote_pct());
+    assert!(
+        hq.remote_pct() * 4.0 <= mcs.remote_pct(),
+        "HQ {:.1}% remote against MCS {:.1}%",
+        hq.remote_pct(),
+        mcs.remote_pct()
+    );
 }
 
 /// One `numasim` run of the reference `counter` workload (10 ms, seed 1, default tunables), as
@@ -913,6 +920,83 @@ fn handoffs_ahead_of_the_kernels_cna_where_met() {
                 );
                 assert!(p99 <= 200.0, "{what}: p99 {p99:.1} us");
             }
+        }
+    }
+}
+
+/// The targets of #38 met where the pins above do not look, pinned: `numasim` at seed 1,
+/// default tunables, 10 ms, both placements (`spread` and the published runs' `linux-5.12`).
+/// Each bound is the target, or about 0.9 of the lowest ratio measured over seeds 1-3 and both
+/// placements where that is higher (2026-12-06, `.ci/handoff-targets`; in brackets):
+/// - 2 threads on `2s-generic`: McsMutex, CnaMutex and HqMutex against the better of `std` and
+///   `ttas`, at least 1.27x on `kv` (1.41-1.64), 1.03x on `freelist` (1.15-5.40) and 0.97x on
+///   `locktorture` (1.07-1.09) and `lockbench` (1.05-1.52), with `wait_p99_us` at most 200
+///   (at most 0.6): the lone head's re-take window (docs/DESIGN.md, decision record);
+/// - 64 threads, HqMutex against the better of `cna-kernel` and `cna-kernel-wo-sro`: on
+///   `epyc-2s` at least 2.4x on `counter` (2.68-3.08), 1.55x on `kv` (1.72-1.94) and 5.1x on
+///   `lockbench` (5.68-6.52); on `epyc9654-2s` 1.5x (1.56-2.04), 1.32x (1.47-1.50) and 4.2x
+///   (4.67-5.27);
+/// - 32 threads on `x5-4`: McsMutex against `qspinlock`, at least 0.97x on `counter`
+///   (1.06-1.27), `kv` (1.06-1.13), `locktorture` (1.07-1.17) and `lockbench` (1.06-1.15), and
+///   1.33x on `freelist` (1.48-2.10).
+#[cfg(not(feature = "stats"))]
+#[test]
+fn handoff_targets_met_on_the_other_presets() {
+    use cli::LockKind::{CnaKernel, CnaKernelWoSro, Hq, Mcs, QSpinLock, Std, Ttas};
+    use cli::WorkloadKind::{Counter, FreeList, Kv, LockBench, LockTorture};
+    let _defaults = tunables();
+    let placements = [cli::Placement::Spread, cli::Placement::Linux512];
+    for placement in placements {
+        let run = |lock, workload| reference_run("2s-generic", lock, workload, 2, placement);
+        for (workload, bound) in [
+            (Kv, 1.27),
+            (FreeList, 1.03),
+            (LockTorture, 0.97),
+            (LockBench, 0.97),
+        ] {
+            let best = run(Std, workload)
+                .ops_per_sec
+                .max(run(Ttas, workload).ops_per_sec);
+            for lock in [Mcs, cli::LockKind::Cna, Hq] {
+                let row = run(lock, workload);
+                let ratio = row.ops_per_sec / best;
+                let p99 = row.wait_p99_us.expect("two threads wait");
+                let what = format!("2s-generic {placement:?} 2 threads {lock:?} {workload:?}");
+                println!("{what}: {ratio:.2}x the better of std and ttas, p99 {p99:.1} us");
+                assert!(ratio >= bound, "{what}: {ratio:.3}x, below {bound}");
+                assert!(p99 <= 200.0, "{what}: p99 {p99:.1} us");
+            }
+        }
+        for (machine, bounds) in [
+            ("epyc-2s", [(Counter, 2.4), (Kv, 1.55), (LockBench, 5.1)]),
+            (
+                "epyc9654-2s",
+                [(Counter, 1.5), (Kv, 1.32), (LockBench, 4.2)],
+            ),
+        ] {
+            for (workload, bound) in bounds {
+                let run = |lock| reference_run(machine, lock, workload, 64, placement);
+                let kernel = run(CnaKernel)
+                    .ops_per_sec
+                    .max(run(CnaKernelWoSro).ops_per_sec);
+                let ratio = run(Hq).ops_per_sec / kernel;
+                let what = format!("{machine} {placement:?} 64 threads HqMutex {workload:?}");
+                println!("{what}: {ratio:.2}x the better kernel CNA");
+                assert!(ratio >= bound, "{what}: {ratio:.3}x, below {bound}");
+            }
+        }
+        for (workload, bound) in [
+            (Counter, 0.97),
+            (Kv, 0.97),
+            (FreeList, 1.33),
+            (LockTorture, 0.97),
+            (LockBench, 0.97),
+        ] {
+            let run = |lock| reference_run("x5-4", lock, workload, 32, placement);
+            let ratio = run(Mcs).ops_per_sec / run(QSpinLock).ops_per_sec;
+            let what = format!("x5-4 {placement:?} 32 threads McsMutex {workload:?}");
+            println!("{what}: {ratio:.2}x qspinlock");
+            assert!(ratio >= bound, "{what}: {ratio:.3}x, below {bound}");
         }
     }
 }

@@ -231,7 +231,7 @@ const MAX_THINK_SPINS: u64 = 1_000_000;
 
 const OPTION_NAMES: &str = "--locks, --threads, --duration-ms, --runs, --workload, --virtual-nodes, \
                             --remote-penalty-ns, --stealing, --rwlock-handover, --rwlock-write-mode, \
-                            --spin-us, --steal-bound-us, --retake-window-us, --hq-domain-handoffs, --delegate-batch, --format, \
+                            --spin-us, --steal-bound-us, --retake-window-us, --lone-retake-window-us, --hq-domain-handoffs, --delegate-batch, --format, \
                             --plot, --stats, --slots, --notify, --read-pct, --writers, --work, \
                             --think-spins, --help";
 
@@ -405,6 +405,14 @@ struct Args {
           allow_hyphen_values = true)]
     retake_window_us: Option<f64>,
 
+    /// Tunable: how long a queue head with nobody queued behind it leaves the free lock open
+    /// before it reserves it, in microseconds, 0..=10000
+    /// (numa_locks::tunables::set_lone_retake_window) [default: 50]. No effect where heads do
+    /// not reserve: on fewer than 3 CPUs, or while threads outnumber cores
+    #[arg(long, value_name = "US", value_parser = parse_lone_retake_window_us,
+          allow_hyphen_values = true)]
+    lone_retake_window_us: Option<f64>,
+
     /// Tunable: consecutive handoffs HqMutex keeps within a cache domain (an L3) while it queues
     /// per domain, 1..=16777216 (numa_locks::tunables::set_hq_domain_handoffs) [default: 16].
     /// Read only where NUMA nodes hold several L3 domains
@@ -506,6 +514,11 @@ pub fn parse<I: IntoIterator<Item = OsString>>(
         && let Err(e) = numa_locks::tunables::set_retake_window(micros(us))
     {
         return Err(report(&format!("--retake-window-us {us}: {e}")));
+    }
+    if let Some(us) = args.lone_retake_window_us
+        && let Err(e) = numa_locks::tunables::set_lone_retake_window(micros(us))
+    {
+        return Err(report(&format!("--lone-retake-window-us {us}: {e}")));
     }
     if let Some(n) = args.hq_domain_handoffs
         && let Err(e) = numa_locks::tunables::set_hq_domain_handoffs(n)
@@ -738,6 +751,10 @@ fn parse_steal_bound_us(value: &str) -> Result<f64, CliError> {
 
 fn parse_retake_window_us(value: &str) -> Result<f64, CliError> {
     parse_micros("--retake-window-us", value)
+}
+
+fn parse_lone_retake_window_us(value: &str) -> Result<f64, CliError> {
+    parse_micros("--lone-retake-window-us", value)
 }
 
 /// Any integer: the range is the setter's to check, so that its error names it.

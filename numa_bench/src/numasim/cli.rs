@@ -577,6 +577,11 @@ struct Args {
     #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
     retake_window_us: Option<f64>,
 
+    /// Tunable: how long a queue head with nobody queued behind it leaves the free lock open
+    /// before it reserves it, in microseconds (tunables::set_lone_retake_window) [default: 50]
+    #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
+    lone_retake_window_us: Option<f64>,
+
     /// Tunable: the age at which CNA flushes its secondary queue, in microseconds
     /// (tunables::set_cna_flush_threshold) [default: 25]
     #[arg(long, value_name = "US", value_parser = parse_micros, allow_hyphen_values = true)]
@@ -760,6 +765,10 @@ fn apply_tunables(args: &Args) -> Result<(), String> {
     if let Some(us) = args.retake_window_us {
         tunables::set_retake_window(micros(us))
             .map_err(|e| format!("--retake-window-us {us}: {e}"))?;
+    }
+    if let Some(us) = args.lone_retake_window_us {
+        tunables::set_lone_retake_window(micros(us))
+            .map_err(|e| format!("--lone-retake-window-us {us}: {e}"))?;
     }
     if let Some(us) = args.cna_flush_us {
         tunables::set_cna_flush_threshold(micros(us))

@@ -139,11 +139,16 @@ impl RawHq {
             .core
             .head_watch(self as *const Self as *const (), &walk);
         // The likely next head is the one to mark (see `LockWord::acquire_as_head`).
-        let Some(crate::raw::HeadAcquired { fair, marked }) =
-            self.core
-                .word
-                .acquire_as_head(|| false, likely, premarked, deadline, watch)
-        else {
+        let Some(crate::raw::HeadAcquired { fair, marked }) = self.core.word.acquire_as_head(
+            || false,
+            likely,
+            // A flat lock with nobody queued behind us. Relaxed: only steers when we
+            // reserve.
+            || open && self.fifo_tail.load(Ordering::Relaxed) == me,
+            premarked,
+            deadline,
+            watch,
+        ) else {
             // Time is up while we were head: leave headship without the lock.
             if let Some((next, payload, keep_turn)) = self.leave_headship(me, payload, false) {
                 self.hand_headship(next, payload, keep_turn);

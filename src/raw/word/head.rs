@@ -46,6 +46,7 @@ impl LockWord {
         &self,
         mut while_busy: impl FnMut() -> bool,
         successor: impl Fn() -> u32,
+        alone: impl Fn() -> bool,
         premarked: u32,
         deadline: Option<u64>,
         mut watch: HeadWatch<'_>,
@@ -60,7 +61,8 @@ impl LockWord {
         // the whole steal bound, with the closures queued behind it (docs/DESIGN.md,
         // "Delegation").
         let mut may_mark = wait::may_mark();
-        let mut bound_passed = !stealing || (may_mark && crate::raw::delegate::combining());
+        let combining = may_mark && crate::raw::delegate::combining();
+        let mut bound_passed = !stealing || combining;
         // The re-take window (`tunables::retake_window`, 0 by default): a marking head reserves
         // the lock only once it has been head this long, so that the thread that released the
         // lock may take it back meanwhile (docs/DESIGN.md, "Handoffs: marking, premarking and
@@ -72,6 +74,28 @@ impl LockWord {
             tunables::retake_window_ns()
         };
         let mut window_open = window != 0;
+        // The lone head's window (`tunables::lone_retake_window`): while nobody is queued
+        // behind this head (`alone`), it leaves the busy lock open that long, so that a thread
+        // taking turns with it keeps the lock for a run of sections instead of handing it over
+        // at every release (docs/DESIGN.md, "Decision record: a lone head's re-take window").
+        // Closed for good once someone queued behind us or the time is up. A combining head
+        // has one too: no closure waits behind a head that is alone.
+        let lone_window = if !stealing {
+            0
+        } else {
+            tunables::lone_retake_window_ns()
+        };
+        let mut lone_open = lone_window != 0 && (!bound_passed || combining);
+        let mut still_lone = || {
+            let was = lone_open;
+            lone_open = lone_open && alone() && window_still_open(since, lone_window);
+            #[cfg(loom)]
+            if was && !lone_open {
+                crate::sync::loom_probe::lone_window_closed();
+            }
+            let _ = was;
+            lone_open
+        };
         if !may_mark && marked != 0 {
             // Premarked on a verdict that no longer stands (see `premark`).
             unmark_next(qnode::node(marked));
@@ -80,9 +104,27 @@ impl LockWord {
         let mut budget = SpinBudget::head(deadline);
         let mut busy_work = true;
         let mut looks = 0u32;
+        // A lone head leaves the lock it finds free to the thread that released it for one
+        // look (see `still_lone`): set while it does, cleared when it finds the lock busy.
+        let mut held_off = false;
         loop {
             let s = self.look();
             if !s.held() {
+                if !held_off
+                    && !s.reserved()
+                    && (!bound_passed || combining)
+                    && may_mark
+                    && !window_open
+                    && still_lone()
+                    // (Under loom, where budgets never spin, the model's interleavings stand in
+                    // for the look's wait.)
+                    && (crate::sync::EXHAUSTIVE || budget.spin())
+                {
+                    held_off = true;
+                    #[cfg(loom)]
+                    crate::sync::loom_probe::free_lock_held_off();
+                    continue;
+                }
                 match self.take_free(s) {
                     Some(fair) => return Some(HeadAcquired { fair, marked }),
                     None => {
@@ -97,7 +139,9 @@ impl LockWord {
                         if may_mark && window_open {
                             window_open = window_still_open(since, window);
                         }
-                        if bound_passed || (may_mark && !window_open) {
+                        if (bound_passed && !(combining && still_lone()))
+                            || (may_mark && !window_open && !still_lone())
+                        {
                             self.set_no_steal();
                             budget.redeclare();
                         }
@@ -105,6 +149,7 @@ impl LockWord {
                     }
                 }
             }
+            held_off = false;
             // The lock is busy: mark our successor (if `premark` did not, or it changed).
             if may_mark {
                 let was = marked;
@@ -116,7 +161,10 @@ impl LockWord {
             if may_mark && window_open {
                 window_open = window_still_open(since, window);
             }
-            if !s.reserved() && (bound_passed || (may_mark && !window_open)) {
+            if !s.reserved()
+                && ((bound_passed && !(combining && still_lone()))
+                    || (may_mark && !window_open && !still_lone()))
+            {
                 self.set_no_steal();
                 budget.redeclare();
                 continue;
@@ -124,6 +172,10 @@ impl LockWord {
             #[cfg(loom)]
             if !s.reserved() && may_mark && window_open {
                 crate::sync::loom_probe::left_open_in_window();
+            }
+            #[cfg(loom)]
+            if !s.reserved() && may_mark && !window_open && (!bound_passed || combining) {
+                crate::sync::loom_probe::left_open_alone();
             }
             if busy_work {
                 busy_work = while_busy();
