@@ -113,14 +113,22 @@ fn quietly(body: impl FnOnce()) {
     }
 }
 
+/// Two delegating threads: a holder runs the other's closure, and a combining head with nobody
+/// queued behind it leaves the busy lock open (the lone head's re-take window, which combiners
+/// have too: no closure waits behind them).
 #[test]
 fn mcs_delegate_publish_run_result() {
     tunables::reset_defaults();
     loom_probe::take_served();
+    loom_probe::take_left_open_alone();
     model(2, || delegates!(RawMcs, &[Op::Delegate, Op::Delegate], 0));
     assert!(
         loom_probe::take_served() > 0,
         "no holder ran a waiter's closure"
+    );
+    assert!(
+        loom_probe::take_left_open_alone() > 0,
+        "no combining head with nobody behind it left a busy lock open"
     );
 }
 
