@@ -39,6 +39,11 @@ impl LockWord {
     /// lock is held by someone else, at least once before the first park, until it returns
     /// `false`.
     ///
+    /// `alone` says whether nobody is queued behind this head. While it holds (and for at most
+    /// `tunables::lone_retake_window`), a marking head neither reserves the lock nor takes it
+    /// at the first look that finds it free: the lone head's window, docs/DESIGN.md,
+    /// "Handoffs: marking, premarking and stealing".
+    ///
     /// `watch` is the lockup check (feature `lockup`): while a threshold is set, the head parks
     /// for at most a quarter of it at a time and checks after every wake-up.
     #[cfg_attr(not(feature = "lockup"), allow(unused_mut, unused_variables))]
