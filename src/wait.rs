@@ -151,6 +151,15 @@ pub(crate) fn may_mark_hint() -> bool {
 const MAX_STEP: u32 = 6;
 /// Spins between two clock reads.
 const CHECK_EVERY: u32 = 64;
+/// Spins between two clock reads in [`SpinBudget::spin_for`].
+const GAP_BATCH: u32 = 16;
+
+/// How long a queue head with nobody behind it waits between two looks at the busy lock it
+/// leaves open (`LockWord::acquire_as_head`, the lone head's window): each look takes the lock
+/// word's line from the thread re-taking it, a transfer across nodes its next write waits for.
+/// Spaced this far, the looks cost that thread one transfer per gap of its sections
+/// (docs/DESIGN.md, "Decision record: a lone head's looks").
+pub(crate) const LONE_LOOK_GAP_NS: u64 = 4_000;
 
 impl SpinBudget {
     /// A queued waiter's budget (it spins on its own node, bothering nobody): the configured
@@ -252,6 +261,29 @@ impl SpinBudget {
     #[inline]
     pub(crate) fn spin(&mut self) -> bool {
         self.spin_batch(true)
+    }
+
+    /// Spins for `ns` without looking at memory, or until the budget ends; like
+    /// [`spin`](Self::spin) otherwise (`false`: park now).
+    #[inline]
+    pub(crate) fn spin_for(&mut self, ns: u64) -> bool {
+        if EXHAUSTIVE || self.deadline == 0 {
+            return false;
+        }
+        let end = now_ns().saturating_add(ns);
+        loop {
+            for _ in 0..GAP_BATCH {
+                spin_hint();
+            }
+            let now = now_ns();
+            if now >= self.deadline {
+                self.deadline = 0;
+                return false;
+            }
+            if now >= end {
+                return true;
+            }
+        }
     }
 
     /// Like [`spin`](Self::spin), but one spin per call whatever the backoff step.
@@ -626,5 +658,20 @@ mod tests {
     fn backoff_budgets_back_off() {
         assert!(SpinBudget::with_backoff(None).backs_off());
         assert!(!SpinBudget::new(None).backs_off());
+    }
+
+    /// `spin_for` waits at least the gap it is given (a lower bound, whatever the scheduler
+    /// does), and says "park now" once the budget is over, at once for a spent one.
+    #[test]
+    fn spin_for_waits_the_gap_within_the_budget() {
+        let mut budget = SpinBudget::with_max_step(0, 10_000_000_000, None);
+        let start = now_ns();
+        assert!(budget.spin_for(20_000));
+        assert!(now_ns() - start >= 20_000);
+        assert!(!SpinBudget::exhausted().spin_for(20_000));
+        // A budget shorter than the gap ends it.
+        let mut short = SpinBudget::with_max_step(0, 1, None);
+        assert!(!short.spin_for(1_000_000_000));
+        assert!(!short.spin_for(1));
     }
 }

@@ -437,6 +437,13 @@ pub mod loom_probe {
         take_left_open_alone
     );
     probe!(
+        /// A queue head within its lone re-take window left the busy lock open and spaced its
+        /// next look (`wait::LONE_LOOK_GAP_NS`).
+        LONE_LOOKS_SPACED,
+        lone_looks_spaced,
+        take_lone_looks_spaced
+    );
+    probe!(
         /// A queue head within its lone re-take window found the lock free and left it, for
         /// one look, to the thread that released it.
         FREE_LOCKS_HELD_OFF,

@@ -125,20 +125,25 @@ fn with_open_retake_window(body: impl Fn() + Sync + Send + 'static) {
 
 /// The lone head's re-take window (`tunables::lone_retake_window`, on by default), with the
 /// clock standing still so that only a thread queueing behind the head closes it. Two threads,
-/// two acquisitions each: a head with nobody behind it leaves the busy lock open, and a free
-/// one, for one look, to the releasing thread, which may take it back; mutual exclusion holds
-/// and the head still gets the lock. Three threads: a head's window closes when another thread
+/// two acquisitions each: a head with nobody behind it leaves the busy lock open (spacing its
+/// looks), and a free one, for one look, to the releasing thread, which may take it back;
+/// mutual exclusion holds and the head still gets the lock. Three threads: a head's window closes when another thread
 /// queues behind it, and it reserves the lock.
 #[test]
 fn mcs_lone_head_leaves_lock_open_until_someone_queues() {
     tunables::reset_defaults();
     tunables::set_stealing(true).unwrap();
     loom_probe::take_left_open_alone();
+    loom_probe::take_lone_looks_spaced();
     loom_probe::take_free_locks_held_off();
     model(3, || contend!(RawMcs, 2usize, 2usize, |_| 0, 0));
     assert!(
         loom_probe::take_left_open_alone() > 0,
         "no head with nobody behind it left a busy lock open"
+    );
+    assert!(
+        loom_probe::take_lone_looks_spaced() > 0,
+        "no head with nobody behind it spaced its looks at the busy lock"
     );
     assert!(
         loom_probe::take_free_locks_held_off() > 0,

@@ -90,16 +90,16 @@ impl LockWord {
         } else {
             tunables::lone_retake_window_ns()
         };
-        let mut lone_open = lone_window != 0 && (!bound_passed || combining);
-        let mut still_lone = || {
-            let was = lone_open;
-            lone_open = lone_open && alone() && window_still_open(since, lone_window);
+        let lone_open = core::cell::Cell::new(lone_window != 0 && (!bound_passed || combining));
+        let still_lone = || {
+            let was = lone_open.get();
+            let now = was && alone() && window_still_open(since, lone_window);
+            lone_open.set(now);
             #[cfg(loom)]
-            if was && !lone_open {
+            if was && !now {
                 crate::sync::loom_probe::lone_window_closed();
             }
-            let _ = was;
-            lone_open
+            now
         };
         if !may_mark && marked != 0 {
             // Premarked on a verdict that no longer stands (see `premark`).
@@ -144,8 +144,7 @@ impl LockWord {
                         if may_mark && window_open {
                             window_open = window_still_open(since, window);
                         }
-                        if (bound_passed && !(combining && still_lone()))
-                            || (may_mark && !window_open && !still_lone())
+                        if reserve_now(bound_passed, may_mark, window_open, combining, &still_lone)
                         {
                             self.set_no_steal();
                             budget.redeclare();
@@ -167,8 +166,7 @@ impl LockWord {
                 window_open = window_still_open(since, window);
             }
             if !s.reserved()
-                && ((bound_passed && !(combining && still_lone()))
-                    || (may_mark && !window_open && !still_lone()))
+                && reserve_now(bound_passed, may_mark, window_open, combining, &still_lone)
             {
                 self.set_no_steal();
                 budget.redeclare();
@@ -188,7 +186,18 @@ impl LockWord {
             // Back off while stealers may take the lock ahead of us (our looks would only slow
             // the holder down); look eagerly once the lock is owed to us.
             let spun = if !s.reserved() {
-                budget.spin()
+                // (`lone_open` holds the verdict `reserve_now` just took from `still_lone`,
+                // which it asks whenever a head that may mark has no re-take window open.)
+                if may_mark && !window_open && lone_open.get() {
+                    // Alone, the lock left open: look seldom, since every look takes the
+                    // line from the thread re-taking it (docs/DESIGN.md, "Decision record: a
+                    // lone head's looks").
+                    #[cfg(loom)]
+                    crate::sync::loom_probe::lone_looks_spaced();
+                    budget.spin_for(wait::LONE_LOOK_GAP_NS)
+                } else {
+                    budget.spin()
+                }
             } else {
                 budget.spin_eager()
             };
@@ -386,6 +395,21 @@ impl LockWord {
         // (x) → (NO_STEAL, x).
         self.or(NO_STEAL, Ordering::Relaxed);
     }
+}
+
+/// Whether the head reserves the busy lock now (`LockWord::acquire_as_head`): past the steal
+/// bound, unless it combines for others and is alone; or marking, its re-take window over, and
+/// no longer alone. `still_lone` is asked last and only where it decides (it reads the clock and
+/// closes the lone window for good).
+#[inline]
+fn reserve_now(
+    bound_passed: bool,
+    may_mark: bool,
+    window_open: bool,
+    combining: bool,
+    still_lone: &impl Fn() -> bool,
+) -> bool {
+    (bound_passed && !(combining && still_lone())) || (may_mark && !window_open && !still_lone())
 }
 
 /// Whether a head that became head at `since` is still within its re-take window of `window`
