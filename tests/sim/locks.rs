@@ -928,10 +928,13 @@ fn handoffs_ahead_of_the_kernels_cna_where_met() {
 /// default tunables, 10 ms, both placements (`spread` and the published runs' `linux-5.12`).
 /// Each bound is the target, or about 0.9 of the lowest ratio measured over seeds 1-3 and both
 /// placements where that is higher (2026-12-06, `.ci/handoff-targets`; in brackets):
-/// - 2 threads on `2s-generic`: McsMutex, CnaMutex and HqMutex against the better of `std` and
-///   `ttas`, at least 1.27x on `kv` (1.41-1.64), 1.03x on `freelist` (1.15-5.40) and 0.97x on
-///   `locktorture` (1.07-1.09) and `lockbench` (1.05-1.52), with `wait_p99_us` at most 200
-///   (at most 0.6): the lone head's re-take window (docs/DESIGN.md, decision record);
+/// - 2 threads on every preset: McsMutex, CnaMutex and HqMutex against the better of `std` and
+///   `ttas`, at least 0.97x on every workload (the lowest: 0.98 on `epyc-2s` `locktorture`
+///   with `spread`; `counter` 1.00 where the two threads share a node), and on `2s-generic`
+///   1.27x on `kv` (1.45-1.79) and 1.03x on `freelist` (1.27-5.63), with `wait_p99_us` at most
+///   200 (at most 12.3): the lone head's re-take window and its spaced looks (docs/DESIGN.md,
+///   decision record; on the Kunpeng, whose two NUMA levels v5.12's rule does not cover, with
+///   v5.10's placement);
 /// - 64 threads, HqMutex against the better of `cna-kernel` and `cna-kernel-wo-sro`: on
 ///   `epyc-2s` at least 2.4x on `counter` (2.68-3.08), 1.55x on `kv` (1.72-1.94) and 5.1x on
 ///   `lockbench` (5.68-6.52); on `epyc9654-2s` 1.5x (1.56-2.04), 1.32x (1.47-1.50) and 4.2x
@@ -947,24 +950,31 @@ fn handoff_targets_met_on_the_other_presets() {
     let _defaults = tunables();
     let placements = [cli::Placement::Spread, cli::Placement::Linux512];
     for placement in placements {
-        let run = |lock, workload| reference_run("2s-generic", lock, workload, 2, placement);
-        for (workload, bound) in [
-            (Kv, 1.27),
-            (FreeList, 1.03),
-            (LockTorture, 0.97),
-            (LockBench, 0.97),
-        ] {
-            let best = run(Std, workload)
-                .ops_per_sec
-                .max(run(Ttas, workload).ops_per_sec);
-            for lock in [Mcs, cli::LockKind::Cna, Hq] {
-                let row = run(lock, workload);
-                let ratio = row.ops_per_sec / best;
-                let p99 = row.wait_p99_us.expect("two threads wait");
-                let what = format!("2s-generic {placement:?} 2 threads {lock:?} {workload:?}");
-                println!("{what}: {ratio:.2}x the better of std and ttas, p99 {p99:.1} us");
-                assert!(ratio >= bound, "{what}: {ratio:.3}x, below {bound}");
-                assert!(p99 <= 200.0, "{what}: p99 {p99:.1} us");
+        for machine in ["x5-4", "2s-generic", "kunpeng920", "epyc-2s", "epyc9654-2s"] {
+            // v5.12's rule covers one NUMA level; on the Kunpeng the published runs' is v5.10's.
+            let placement = match (machine, placement) {
+                ("kunpeng920", cli::Placement::Linux512) => cli::Placement::Linux,
+                _ => placement,
+            };
+            let run = |lock, workload| reference_run(machine, lock, workload, 2, placement);
+            for workload in [Counter, Kv, FreeList, LockTorture, LockBench] {
+                let bound = match (machine, workload) {
+                    ("2s-generic", Kv) => 1.27,
+                    ("2s-generic", FreeList) => 1.03,
+                    _ => 0.97,
+                };
+                let best = run(Std, workload)
+                    .ops_per_sec
+                    .max(run(Ttas, workload).ops_per_sec);
+                for lock in [Mcs, cli::LockKind::Cna, Hq] {
+                    let row = run(lock, workload);
+                    let ratio = row.ops_per_sec / best;
+                    let p99 = row.wait_p99_us.expect("two threads wait");
+                    let what = format!("{machine} {placement:?} 2 threads {lock:?} {workload:?}");
+                    println!("{what}: {ratio:.2}x the better of std and ttas, p99 {p99:.1} us");
+                    assert!(ratio >= bound, "{what}: {ratio:.3}x, below {bound}");
+                    assert!(p99 <= 200.0, "{what}: p99 {p99:.1} us");
+                }
             }
         }
         for (machine, bounds) in [
