@@ -127,8 +127,8 @@ fn with_open_retake_window(body: impl Fn() + Sync + Send + 'static) {
 /// clock standing still so that only a thread queueing behind the head closes it. Two threads,
 /// two acquisitions each: a head with nobody behind it leaves the busy lock open (spacing its
 /// looks), and a free one, for one look, to the releasing thread, which may take it back;
-/// mutual exclusion holds and the head still gets the lock. Three threads: a head's window closes when another thread
-/// queues behind it, and it reserves the lock.
+/// mutual exclusion holds and the head still gets the lock. Three threads: a head's window
+/// closes when another thread queues behind it, and it reserves the lock.
 #[test]
 fn mcs_lone_head_leaves_lock_open_until_someone_queues() {
     tunables::reset_defaults();
